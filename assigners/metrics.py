@@ -1,0 +1,197 @@
+"""Quality measures of an assignment (DESIGN.md "Quality measures").
+
+* load of a broker = sum over its replicas (leader: bytes_in + bytes_out;
+  follower: bytes_in) / broker weight
+* load lower bound = max(total load / total eligible weight,
+  largest single replica load / largest eligible weight). DESIGN.md writes the
+  second term unweighted; dividing by the largest weight keeps both terms in
+  the same unit (they agree when weights are 1) and keeps it a true bound.
+* replica / leader spread = max - min count over eligible brokers
+* rack violation = a partition spanning fewer racks than min(RF, racks)
+* moves = replicas added to brokers that did not hold them; leader moves
+* minimum moves = replicas forced off ineligible brokers (or added by an RF
+  increase) + sum over eligible brokers of max(0, kept replicas - ceil(average))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from assigners.model import FOLLOWER_IN, LEADER_IN, LEADER_OUT, ClusterView
+
+
+@dataclass(frozen=True)
+class AssignmentQuality:
+    max_load: float
+    replica_spread: int
+    leader_spread: int
+    rack_violations: int
+
+
+@dataclass(frozen=True)
+class PlanMetrics:
+    partitions: int
+    replicas: int
+    moves: int
+    leader_moves: int
+    bytes_to_move: int
+    min_moves: int
+    max_load_before: float
+    max_load_after: float
+    load_lower_bound: float
+    replica_spread_before: int
+    replica_spread_after: int
+    leader_spread_before: int
+    leader_spread_after: int
+    rack_violations_before: int
+    rack_violations_after: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def replica_loads(bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(leader load, follower load) of every partition."""
+    return LEADER_IN * bytes_in + LEADER_OUT * bytes_out, FOLLOWER_IN * bytes_in
+
+
+def partition_load(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray) -> np.ndarray:
+    """Total load one partition puts on the cluster: its leader plus RF - 1 followers."""
+    leader, follower = replica_loads(bytes_in, bytes_out)
+    return leader + (rf - 1) * follower
+
+
+def _flatten(assignment: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(broker of each replica, partition index of it, is-leader flag)."""
+    lengths = np.fromiter((len(r) for r in assignment), dtype=np.int64, count=len(assignment))
+    brokers = np.fromiter((b for r in assignment for b in r), dtype=np.int64, count=int(lengths.sum()))
+    part_idx = np.repeat(np.arange(len(assignment)), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else np.zeros(0, dtype=np.int64)
+    is_leader = np.zeros(len(brokers), dtype=bool)
+    is_leader[starts[lengths > 0]] = True
+    return brokers, part_idx, is_leader
+
+
+def broker_table(
+    assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame
+) -> pd.DataFrame:
+    """Per broker: replicas, leaders, absolute load and load relative to weight.
+
+    ``brokers`` is the prepared broker frame; brokers holding replicas but
+    missing from it get weight 1 (validation rejects that input earlier).
+    """
+    flat_brokers, part_idx, is_leader = _flatten(assignment)
+    leader_load, follower_load = replica_loads(bytes_in, bytes_out)
+    loads = np.where(is_leader, leader_load[part_idx], follower_load[part_idx]) if len(part_idx) else np.zeros(0)
+    ids = np.union1d(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
+    pos = np.searchsorted(ids, flat_brokers)
+    weight = pd.Series(1.0, index=ids)
+    weight.loc[brokers["broker_id"].to_numpy(dtype=np.int64)] = brokers["weight"].to_numpy(dtype=float)
+    eligible = pd.Series(False, index=ids)
+    eligible.loc[brokers["broker_id"].to_numpy(dtype=np.int64)] = brokers["eligible"].to_numpy(dtype=bool)
+    abs_load = np.bincount(pos, weights=loads, minlength=len(ids))
+    return pd.DataFrame(
+        {
+            "broker_id": ids,
+            "eligible": eligible.to_numpy(),
+            "weight": weight.to_numpy(),
+            "replicas": np.bincount(pos, minlength=len(ids)),
+            "leaders": np.bincount(pos[is_leader], minlength=len(ids)),
+            "load_abs": abs_load,
+            "load": abs_load / weight.to_numpy(),
+        }
+    )
+
+
+def rack_violations(assignment: list[list[int]], view: ClusterView) -> int:
+    """Partitions spanning fewer failure domains than min(RF, racks)."""
+    if not view.rack_aware:
+        return 0
+    domain_of = view.domain_of
+    return sum(
+        1 for r in assignment if len({domain_of.get(b, f"broker:{b}") for b in r}) < view.required_domains(len(r))
+    )
+
+
+def _spread(values: pd.Series) -> int:
+    return int(values.max() - values.min()) if len(values) else 0
+
+
+def quality(assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray,
+            brokers: pd.DataFrame, view: ClusterView) -> AssignmentQuality:
+    table = broker_table(assignment, bytes_in, bytes_out, brokers)
+    on_eligible = table[table["eligible"]]
+    return AssignmentQuality(
+        max_load=float(table["load"].max()) if len(table) else 0.0,
+        replica_spread=_spread(on_eligible["replicas"]),
+        leader_spread=_spread(on_eligible["leaders"]),
+        rack_violations=rack_violations(assignment, view),
+    )
+
+
+def load_lower_bound(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray, brokers: pd.DataFrame) -> float:
+    weights = brokers.loc[brokers["eligible"], "weight"].to_numpy(dtype=float)
+    if not len(weights) or not len(bytes_in):
+        return 0.0
+    leader, _ = replica_loads(bytes_in, bytes_out)
+    total = float(partition_load(bytes_in, bytes_out, rf).sum())
+    return max(total / float(weights.sum()), float(leader.max()) / float(weights.max()))
+
+
+def moves_between(before: list[list[int]], after: list[list[int]], size_bytes: np.ndarray) -> tuple[int, int, int]:
+    """(replicas added, leader changes, bytes to move) going from ``before`` to ``after``."""
+    moves = leader_moves = moved_bytes = 0
+    for b, a, size in zip(before, after, size_bytes.tolist()):
+        added = len(set(a) - set(b))
+        moves += added
+        moved_bytes += added * size
+        leader_moves += bool(a and b and a[0] != b[0])
+    return moves, leader_moves, moved_bytes
+
+
+def minimum_moves(before: list[list[int]], rf: np.ndarray, view: ClusterView) -> int:
+    """Lower bound on the replicas any valid balanced plan must add (see module docstring)."""
+    eligible = set(view.eligible)
+    if not eligible:
+        return 0
+    kept_counts = dict.fromkeys(eligible, 0)
+    forced = 0
+    for replicas, target_rf in zip(before, rf.tolist()):
+        kept = [b for b in replicas if b in eligible][:target_rf]
+        forced += target_rf - len(kept)
+        for b in kept:
+            kept_counts[b] += 1
+    ceiling = math.ceil(int(rf.sum()) / len(eligible))
+    return forced + sum(max(0, c - ceiling) for c in kept_counts.values())
+
+
+def plan_metrics(partitions: pd.DataFrame, before: list[list[int]], after: list[list[int]],
+                 brokers: pd.DataFrame, view: ClusterView) -> PlanMetrics:
+    """All plan_runs quality columns for going from ``before`` to ``after``."""
+    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
+    rf = partitions["rf"].to_numpy(dtype=np.int64)
+    q_before = quality(before, bytes_in, bytes_out, brokers, view)
+    q_after = quality(after, bytes_in, bytes_out, brokers, view)
+    moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
+    return PlanMetrics(
+        partitions=len(after),
+        replicas=int(sum(len(r) for r in after)),
+        moves=moves,
+        leader_moves=leader_moves,
+        bytes_to_move=moved_bytes,
+        min_moves=minimum_moves(before, rf, view),
+        max_load_before=q_before.max_load,
+        max_load_after=q_after.max_load,
+        load_lower_bound=load_lower_bound(bytes_in, bytes_out, rf, brokers),
+        replica_spread_before=q_before.replica_spread,
+        replica_spread_after=q_after.replica_spread,
+        leader_spread_before=q_before.leader_spread,
+        leader_spread_after=q_after.leader_spread,
+        rack_violations_before=q_before.rack_violations,
+        rack_violations_after=q_after.rack_violations,
+    )

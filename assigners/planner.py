@@ -1,0 +1,138 @@
+"""Plan one cluster: validate, assign, check, diff, measure. Pure pandas.
+
+This is the whole per-cluster computation the Spark job runs inside
+``applyInPandas``; it is also what the unit tests and benchmarks call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from assigners import round_robin
+from assigners.diff import assign_waves, diff_assignment
+from assigners.errors import PlanningError, UnknownStrategyError
+from assigners.metrics import PlanMetrics, partition_load, plan_metrics
+from assigners.model import ClusterView, Constraints, prepare_brokers, prepare_partitions
+from assigners.validate import check_feasible, validate_brokers, validate_loads, validate_partitions, validate_plan
+
+Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
+
+STRATEGIES: dict[str, Strategy] = {
+    "round_robin": round_robin.assign,
+}
+
+COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
+
+PLANNED_COLUMNS = [
+    "topic", "partition", "replicas", "leader", "load", "epoch", "kind", "from_replicas", "from_leader",
+    "added_brokers", "removed_brokers", "bytes_to_move", "wave",
+]
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """Everything besides the two frames that one cluster's plan depends on.
+
+    Parameters
+    ----------
+    has_previous_plan
+        The cluster has a committed plan; the frames then carry its
+        ``baseline_replicas`` / ``baseline_epoch`` per partition.
+    previous_partitions
+        Partition count of that plan, to notice deleted partitions.
+    wave_broker_limit
+        Data moves one broker takes part in per execution wave.
+    """
+
+    cluster_id: str
+    strategy: str = "round_robin"
+    constraints: Constraints = field(default_factory=Constraints)
+    seed: int = 0
+    has_previous_plan: bool = False
+    previous_partitions: int = 0
+    wave_broker_limit: int = 10
+
+
+@dataclass
+class PlanResult:
+    status: str
+    planned: pd.DataFrame
+    metrics: PlanMetrics | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _empty_planned() -> pd.DataFrame:
+    return pd.DataFrame({c: [] for c in PLANNED_COLUMNS})
+
+
+def plan_cluster(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest) -> PlanResult:
+    """Compute, check and diff the new plan of one cluster.
+
+    Parameters
+    ----------
+    brokers
+        The snapshot's broker rows (``schemas.BROKERS`` columns).
+    partitions
+        The snapshot's partition rows, with ``bytes_in`` / ``bytes_out`` /
+        ``has_throughput`` joined from the throughput table and, when a plan
+        exists, ``baseline_replicas`` / ``baseline_epoch`` from it.
+
+    Returns
+    -------
+    PlanResult
+        ``committed`` with the planned rows, ``skipped`` when nothing would
+        change, or ``failed`` with the error message (and no rows).
+    """
+    try:
+        return _plan(brokers, partitions, request)
+    except PlanningError as exc:
+        return PlanResult(FAILED, _empty_planned(), error=str(exc.for_cluster(request.cluster_id)))
+
+
+def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest) -> PlanResult:
+    if request.strategy not in STRATEGIES:
+        raise UnknownStrategyError(f"{request.strategy!r}; known: {', '.join(sorted(STRATEGIES))}", table="config")
+    notes = []
+    if partitions.empty:
+        return PlanResult(SKIPPED, _empty_planned(), notes=["no partitions in the snapshot: nothing to plan"])
+    validate_brokers(brokers)
+    validate_partitions(partitions, brokers["broker_id"])
+    validate_loads(partitions)
+    if "has_throughput" in partitions:
+        missing = int((~partitions["has_throughput"].astype(bool)).sum())
+        if missing:
+            notes.append(f"{missing} partitions without throughput rows planned with zero load")
+
+    constraints = request.constraints
+    prepared_brokers = prepare_brokers(brokers, constraints)
+    prepared = prepare_partitions(partitions, constraints)
+    view = ClusterView.from_brokers(prepared_brokers, constraints)
+    check_feasible(prepared, view)
+
+    assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
+    validate_plan(prepared, assignment, view)
+    assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
+    target = [list(map(int, r)) for r in assignment["replicas"]]
+
+    ordered = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
+    epochs = ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered))
+    in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(ordered), dtype=bool)
+    baseline = prepared["baseline"].tolist()
+    diff = diff_assignment(target, baseline, prepared["current"].tolist(), in_plan,
+                           epochs.fillna(0).to_numpy(dtype=np.int64), prepared["size_bytes"].to_numpy(), request.has_previous_plan)
+    diff["wave"] = assign_waves(diff["added_brokers"].tolist(), diff["removed_brokers"].tolist(),
+                                diff["bytes_to_move"].tolist(), request.wave_broker_limit)
+    planned = pd.concat([prepared[["topic", "partition"]], diff], axis=1)
+    planned["load"] = partition_load(prepared["bytes_in"].to_numpy(), prepared["bytes_out"].to_numpy(), prepared["rf"].to_numpy())
+    metrics = plan_metrics(prepared, baseline, planned["replicas"].tolist(), prepared_brokers, view)
+
+    unchanged = (planned["kind"].isna().all() and request.has_previous_plan
+                 and request.previous_partitions == len(planned))
+    if unchanged:
+        notes.append("nothing to change: the plan in force already is this plan")
+    return PlanResult(SKIPPED if unchanged else COMMITTED, planned[PLANNED_COLUMNS], metrics, notes=notes)

@@ -1,0 +1,366 @@
+"""The table store: read a Delta table (at a version), append to it atomically.
+
+Two backends behind one interface (DESIGN.md "The table store"):
+
+* :class:`DeltaSparkStore` when the Delta Lake JVM classes are on the Spark
+  classpath (a cluster started with ``--packages io.delta:delta-spark...``).
+* :class:`DeltaRsStore`, the embedded default: delta-rs resolves and commits
+  the Delta log, Spark scans and writes the parquet files, so data volume
+  never passes through the driver.
+
+Writes can *supersede* rows of earlier, uncommitted attempts (per cluster,
+``plan_version >= floor``) in the same atomic commit, like Delta's
+``replaceWhere``, and record Delta app transactions (``txn`` actions) so a
+retried commit can be recognised and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import posixpath
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from schemas import ALL_TABLES, OUTPUT_TABLES, TableSpec
+
+log = logging.getLogger(__name__)
+
+STAGE_PREFIX = "stage-"
+MAX_STRING_STAT = 32
+
+
+class TableNotFoundError(Exception):
+    pass
+
+
+class TableSchemaError(Exception):
+    """A table lacks contract columns or has columns of unusable types."""
+
+
+@dataclass(frozen=True)
+class Supersede:
+    """Rows a write replaces: per cluster, those with ``plan_version >= floor``.
+
+    They can only come from an attempt that crashed before its ``plan_runs``
+    row; replacing them keeps retries from duplicating rows.
+    """
+
+    floors: Mapping[str, int]
+
+    def sql(self) -> str:
+        terms = [f"(cluster_id = '{c.replace(chr(39), chr(39) * 2)}' AND plan_version >= {int(v)})"
+                 for c, v in sorted(self.floors.items())]
+        return " OR ".join(terms) or "false"
+
+    def column(self) -> Any:
+        return F.expr(self.sql())
+
+
+@dataclass
+class TableStore:
+    """Where tables live and how they are read and appended; see the backends."""
+
+    spark: SparkSession
+    warehouse: str
+    locations: Mapping[str, str] = field(default_factory=dict)
+    backend = "abstract"
+
+    def location(self, name: str) -> str:
+        path = self.locations.get(name) or posixpath.join(self.warehouse, name)
+        return path if "://" in path else os.path.abspath(path)
+
+    def spec(self, name: str) -> TableSpec | None:
+        return ALL_TABLES.get(name)
+
+    def empty(self, name: str) -> DataFrame:
+        spec = ALL_TABLES[name]
+        return self.spark.createDataFrame([], spec.spark_schema())
+
+    def conform(self, name: str, df: DataFrame) -> DataFrame:
+        """Select the contract columns in contract order and types; name what is missing."""
+        spec = self.spec(name)
+        if spec is None:
+            return df
+        present = set(df.columns)
+        missing = [c for c in spec.column_names if c not in present]
+        if missing:
+            raise TableSchemaError(
+                f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
+            )
+        return df.select([F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in spec.spark_schema().fields])
+
+    # backend interface -------------------------------------------------
+    def exists(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def version(self, name: str) -> int | None:
+        raise NotImplementedError
+
+    def read(self, name: str, version: int | None = None) -> DataFrame:
+        raise NotImplementedError
+
+    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
+               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+        raise NotImplementedError
+
+    def txn_version(self, name: str, app_id: str) -> int | None:
+        from deltalake import DeltaTable
+
+        if not self.exists(name):
+            return None
+        return DeltaTable(self.location(name)).transaction_version(app_id)
+
+    def read_or_empty(self, name: str, version: int | None = None) -> DataFrame:
+        return self.read(name, version) if self.exists(name) else self.empty(name)
+
+
+class DeltaRsStore(TableStore):
+    backend = "delta-rs"
+
+    def exists(self, name: str) -> bool:
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(self.location(name))
+
+    def version(self, name: str) -> int | None:
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.location(name)).version() if self.exists(name) else None
+
+    def read(self, name: str, version: int | None = None) -> DataFrame:
+        from deltalake import DeltaTable
+
+        uri = self.location(name)
+        if not self.exists(name):
+            if name in OUTPUT_TABLES:
+                return self.empty(name)
+            raise TableNotFoundError(f"table {name}: no Delta table at {uri}")
+        table = DeltaTable(uri, version=version)
+        log_schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+        partition_cols = list(table.metadata().partition_columns)
+        files = table.file_uris()
+        if not files:
+            return self.conform(name, self.spark.createDataFrame([], log_schema))
+        data_schema = T.StructType([f for f in log_schema.fields if f.name not in partition_cols])
+        df = self.spark.read.schema(data_schema).parquet(*files)
+        if partition_cols:
+            df = self._with_partition_values(df, table, partition_cols, log_schema)
+        return self.conform(name, df.select(log_schema.fieldNames()))
+
+    def _with_partition_values(self, df: DataFrame, table: Any, cols: list[str], schema: T.StructType) -> DataFrame:
+        """Restore partition columns (absent from the files) from the log's add actions.
+
+        Files are matched on their normalised full path: Spark reuses a file
+        name in every partition folder a task writes to.
+        """
+        adds = pa.table(table.get_add_actions(flatten=True)).to_pandas()
+        root = table.table_uri.rstrip("/")
+        by_file = pd.DataFrame({"_file": [_path_key(f"{root}/{unquote(p)}") for p in adds["path"]]})
+        for c in cols:
+            by_file[c] = adds[f"partition.{c}"].astype(object).where(adds[f"partition.{c}"].notna(), None)
+        types = {f.name: f.dataType for f in schema.fields}
+        mapping = self.spark.createDataFrame(by_file, T.StructType([T.StructField(c, T.StringType()) for c in by_file.columns]))
+        mapping = mapping.select("_file", *(F.col(c).cast(types[c]).alias(c) for c in cols))
+        return (df.withColumn("_file", _path_key_column(F.col("_metadata.file_path")))
+                .join(F.broadcast(mapping), on="_file", how="left").drop("_file"))
+
+    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
+               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+        from deltalake import DeltaTable, Schema
+        from deltalake.transaction import (
+            CommitProperties,
+            RemoveAction,
+            Transaction,
+            create_table_with_add_actions,
+        )
+
+        spec = ALL_TABLES[name]
+        uri = self.location(name)
+        removes, kept = self._superseded(name, supersede) if supersede else ([], None)
+        out = self.conform(name, df)
+        if kept is not None:
+            out = out.unionByName(kept)
+        stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
+        out.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(posixpath.join(uri, stage))
+        adds = _add_actions(uri, stage, spec)
+        if not adds and not removes and not txns:
+            return self.version(name)
+        props = CommitProperties(
+            custom_metadata={"userMetadata": json.dumps(dict(metadata or {}), sort_keys=True)},
+            app_transactions=[Transaction(app_id, int(v)) for app_id, v in sorted((txns or {}).items())] or None,
+        )
+        arrow_schema = spec.arrow_schema()
+        if not self.exists(name):
+            create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema), adds, mode="error",
+                                          partition_by=list(spec.partition_by) or None, commit_properties=props)
+        else:
+            now_ms = int(time.time() * 1000)
+            actions = [*adds, *(RemoveAction(p, True, now_ms, size, pv) for p, size, pv in removes)]
+            table = DeltaTable(uri)  # reloaded right before committing
+            table.create_write_transaction(actions, mode="append", schema=arrow_schema,
+                                           partition_by=list(spec.partition_by) or None, commit_properties=props)
+        version = self.version(name)
+        log.info("commit table=%s version=%s files_added=%d files_removed=%d", name, version, len(adds), len(removes))
+        return version
+
+    def _superseded(self, name: str, supersede: Supersede) -> tuple[list[tuple[str, int, dict[str, str]]], DataFrame | None]:
+        """Files holding superseded rows, and (rarely) rows of those files to keep."""
+        from deltalake import DeltaTable
+
+        if not self.exists(name):
+            return [], None
+        adds = pa.table(DeltaTable(self.location(name)).get_add_actions(flatten=True)).to_pandas()
+        if adds.empty or "partition.cluster_id" not in adds:
+            return [], None
+        floors = adds["partition.cluster_id"].map(dict(supersede.floors))
+        high = adds["max.plan_version"] if "max.plan_version" in adds else pd.Series(float("nan"), index=adds.index)
+        low = adds["min.plan_version"] if "min.plan_version" in adds else pd.Series(float("nan"), index=adds.index)
+        hit = floors.notna() & ~(high < floors)  # unknown stats count as a hit
+        removes = [(unquote(p), int(size), {"cluster_id": c}) for p, size, c in
+                   zip(adds.loc[hit, "path"], adds.loc[hit, "size_bytes"], adds.loc[hit, "partition.cluster_id"])]
+        mixed = bool((low[hit].isna() | (low[hit] < floors[hit])).any())
+        if not mixed:
+            return removes, None
+        files = {posixpath.basename(p) for p, _, _ in removes}
+        kept = (self.read(name).withColumn("_file", F.col("_metadata.file_name"))
+                .where(F.col("_file").isin(sorted(files)) & ~supersede.column()).drop("_file"))
+        return removes, kept.localCheckpoint()
+
+
+def _path_key(path: str) -> str:
+    """A decoded file path without scheme or leading slashes (``file:///a`` == ``/a``)."""
+    return re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:", "", path).lstrip("/")
+
+
+def _path_key_column(col: Any) -> Any:
+    """:func:`_path_key` of Spark's percent-encoded ``_metadata.file_path``."""
+    decoded = F.reflect(F.lit("java.net.URLDecoder"), F.lit("decode"), F.regexp_replace(col, r"\+", "%2B"), F.lit("UTF-8"))
+    return F.regexp_replace(F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), r"^/+", "")
+
+
+def _add_actions(uri: str, stage: str, spec: TableSpec) -> list[Any]:
+    """One add action per parquet file Spark wrote under ``stage``, with stats from its footer."""
+    from deltalake.transaction import AddAction
+
+    fs, root = pafs.FileSystem.from_uri(uri)
+    selector = pafs.FileSelector(posixpath.join(root, stage), recursive=True)
+    actions = []
+    for info in sorted(fs.get_file_info(selector), key=lambda i: i.path):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        rel = posixpath.relpath(info.path, root)
+        partition_values = {
+            unquote(k): (None if unquote(v) == "__HIVE_DEFAULT_PARTITION__" else unquote(v))
+            for k, v in (seg.split("=", 1) for seg in rel.split("/")[1:-1] if "=" in seg)
+        }
+        with fs.open_input_file(info.path) as handle:
+            stats = _file_stats(pq.ParquetFile(handle).metadata, spec)
+        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
+        actions.append(AddAction(rel, int(info.size or 0), partition_values, mtime, True, json.dumps(stats)))
+    return actions
+
+
+def _file_stats(meta: pq.FileMetaData, spec: TableSpec) -> dict[str, Any]:
+    """Delta file statistics (numRecords, min/max, nullCount) of the primitive columns."""
+    kinds = {c.name: c.type for c in spec.columns}
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        for ci in range(group.num_columns):
+            chunk = group.column(ci)
+            name = chunk.path_in_schema
+            if kinds.get(name) not in {"string", "int", "long", "double"} or chunk.statistics is None:
+                continue
+            st = chunk.statistics
+            nulls[name] = nulls.get(name, 0) + int(st.null_count or 0)
+            if not st.has_min_max:
+                continue
+            lo, hi = st.min, st.max
+            if kinds[name] == "string" and (len(lo) > MAX_STRING_STAT or len(hi) > MAX_STRING_STAT):
+                continue
+            if kinds[name] == "double" and not (math.isfinite(lo) and math.isfinite(hi)):
+                continue
+            mins[name] = lo if name not in mins else min(mins[name], lo)
+            maxs[name] = hi if name not in maxs else max(maxs[name], hi)
+    return {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+class DeltaSparkStore(TableStore):
+    """Native Delta Lake through Spark (``format("delta")``); needs the Delta JVM jars."""
+
+    backend = "delta-spark"
+
+    def exists(self, name: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return bool(DeltaTable.isDeltaTable(self.spark, self.location(name)))
+
+    def version(self, name: str) -> int | None:
+        from delta.tables import DeltaTable
+
+        if not self.exists(name):
+            return None
+        return int(DeltaTable.forPath(self.spark, self.location(name)).history(1).first()["version"])
+
+    def read(self, name: str, version: int | None = None) -> DataFrame:
+        if not self.exists(name):
+            if name in OUTPUT_TABLES:
+                return self.empty(name)
+            raise TableNotFoundError(f"table {name}: no Delta table at {self.location(name)}")
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return self.conform(name, reader.load(self.location(name)))
+
+    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
+               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+        spec = ALL_TABLES[name]
+        writer = self.conform(name, df).write.format("delta").partitionBy(*spec.partition_by)
+        writer = writer.option("userMetadata", json.dumps(dict(metadata or {}), sort_keys=True))
+        if supersede and self.exists(name):
+            writer = writer.mode("overwrite").option("replaceWhere", supersede.sql())
+        else:
+            writer = writer.mode("append")
+        if txns and len(txns) == 1:
+            ((app_id, txn_version),) = txns.items()
+            writer = writer.option("txnAppId", app_id).option("txnVersion", int(txn_version))
+        writer.save(self.location(name))
+        return self.version(name)
+
+
+def has_delta_jvm(spark: SparkSession) -> bool:
+    try:
+        spark._jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")  # type: ignore[union-attr]
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises its own error types
+        return False
+
+
+def open_store(spark: SparkSession, warehouse: str, locations: Mapping[str, str] | None = None,
+               backend: str = "auto") -> TableStore:
+    """The native backend when Delta's JVM classes are present, else the delta-rs bridge."""
+    if backend == "auto":
+        backend = "delta-spark" if has_delta_jvm(spark) else "delta-rs"
+    cls = DeltaSparkStore if backend == "delta-spark" else DeltaRsStore
+    store = cls(spark, warehouse, dict(locations or {}))
+    log.info("table store backend=%s warehouse=%s", store.backend, store.location(""))
+    return store

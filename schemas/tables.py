@@ -1,0 +1,222 @@
+"""Every table partition-planner reads or writes, declared once.
+
+Each table is a :class:`TableSpec`: an ordered list of :class:`Column` with a
+type name, whether the contract allows nulls, and a comment. The Spark
+``StructType`` and the Arrow schema are both derived from that one list.
+
+Why every physical field is nullable: Delta NOT NULL columns written by one
+engine trip up others (DESIGN.md, "the table store"), so the contract's
+``nullable=False`` is enforced in code (:func:`non_nullable_columns`) instead
+of in the Delta log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+# type name -> (Spark type factory, Arrow type factory)
+_TYPES: dict[str, tuple[object, object]] = {
+    "string": (T.StringType, pa.string),
+    "int": (T.IntegerType, pa.int32),
+    "long": (T.LongType, pa.int64),
+    "double": (T.DoubleType, pa.float64),
+    "timestamp": (T.TimestampType, lambda: pa.timestamp("us", tz="UTC")),
+    "array<int>": (lambda: T.ArrayType(T.IntegerType(), True), lambda: pa.list_(pa.int32())),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+    comment: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES:
+            raise ValueError(f"column {self.name}: unknown type {self.type!r}")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def non_nullable_columns(self) -> list[str]:
+        return [c.name for c in self.columns if not c.nullable]
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+    def spark_schema(self) -> T.StructType:
+        """Spark schema of the table (every field nullable, see module docstring)."""
+        return T.StructType(
+            [
+                T.StructField(c.name, _TYPES[c.type][0](), True, {"comment": c.comment} if c.comment else {})  # type: ignore[operator]
+                for c in self.columns
+            ]
+        )
+
+    def arrow_schema(self) -> pa.Schema:
+        """Arrow schema of the table, as written to the Delta log."""
+        return pa.schema([pa.field(c.name, _TYPES[c.type][1](), nullable=True) for c in self.columns])  # type: ignore[operator]
+
+    def ddl(self) -> str:
+        """``name type, ...`` DDL string, handy in SQL and test fixtures."""
+        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+
+
+def _cols(*specs: tuple[str, str] | tuple[str, str, bool] | tuple[str, str, bool, str]) -> tuple[Column, ...]:
+    return tuple(Column(*spec) for spec in specs)  # type: ignore[arg-type]
+
+
+NOT_NULL = False
+
+BROKERS = TableSpec(
+    "brokers",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("snapshot_ts", "timestamp", NOT_NULL, "when the snapshot was taken (UTC)"),
+        ("broker_id", "int", NOT_NULL),
+        ("rack", "string", True, "failure domain (rack / AZ)"),
+        ("state", "string", NOT_NULL, "active | draining | dead"),
+        ("cores", "int", True, "CPU cores; capacity weight when weight is null"),
+        ("weight", "double", True, "relative capacity (default: cores, else 1.0)"),
+        ("disk_capacity_bytes", "long", True, "hard cap on the sum of size_bytes of its replicas"),
+        ("max_partitions", "int", True, "hard cap on replicas on this broker"),
+    ),
+)
+
+PARTITIONS = TableSpec(
+    "partitions",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("snapshot_ts", "timestamp", NOT_NULL),
+        ("topic", "string", NOT_NULL),
+        ("partition", "int", NOT_NULL),
+        ("replicas", "array<int>", NOT_NULL, "current replica list, preferred leader first"),
+        ("leader", "int", True, "current leader"),
+        ("size_bytes", "long", True, "on-disk size of one replica"),
+    ),
+)
+
+THROUGHPUT = TableSpec(
+    "throughput",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("snapshot_ts", "timestamp", NOT_NULL, "end of the measurement window"),
+        ("topic", "string", NOT_NULL),
+        ("partition", "int", NOT_NULL),
+        ("bytes_in_per_sec", "double", NOT_NULL, "produce rate"),
+        ("bytes_out_per_sec", "double", NOT_NULL, "consume rate (served by the leader)"),
+        ("messages_in_per_sec", "double", True),
+    ),
+)
+
+PLANS = TableSpec(
+    "plans",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("plan_version", "long", NOT_NULL, "1, 2, 3 ... per cluster; only committed versions count"),
+        ("run_id", "string", NOT_NULL, "the run that wrote it"),
+        ("snapshot_ts", "timestamp", NOT_NULL, "the snapshot it was planned from"),
+        ("strategy", "string", NOT_NULL, "assigner name"),
+        ("topic", "string", NOT_NULL),
+        ("partition", "int", NOT_NULL),
+        ("replicas", "array<int>", NOT_NULL, "target replicas, preferred leader first"),
+        ("leader", "int", NOT_NULL, "target (preferred) leader = replicas[0]"),
+        ("load", "double", NOT_NULL, "the partition's weight used by the assigner"),
+        ("epoch", "long", NOT_NULL, "+1 each version in which replicas or leader change"),
+    ),
+    partition_by=("cluster_id",),
+)
+
+MOVES = TableSpec(
+    "moves",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("plan_version", "long", NOT_NULL),
+        ("run_id", "string", NOT_NULL),
+        ("topic", "string", NOT_NULL),
+        ("partition", "int", NOT_NULL),
+        ("kind", "string", NOT_NULL, "reassign | leader | new"),
+        ("from_replicas", "array<int>", True),
+        ("to_replicas", "array<int>", NOT_NULL),
+        ("from_leader", "int", True),
+        ("to_leader", "int", NOT_NULL),
+        ("added_brokers", "array<int>", NOT_NULL),
+        ("removed_brokers", "array<int>", NOT_NULL),
+        ("bytes_to_move", "long", NOT_NULL, "size_bytes x number of added replicas"),
+        ("wave", "int", NOT_NULL, "execution order, 1-based"),
+        ("epoch", "long", NOT_NULL, "the partition's new epoch"),
+    ),
+    partition_by=("cluster_id",),
+)
+
+PLAN_RUNS = TableSpec(
+    "plan_runs",
+    _cols(
+        ("run_id", "string", NOT_NULL),
+        ("cluster_id", "string", NOT_NULL),
+        ("plan_version", "long", True, "version written (committed), in force (skipped) or attempted (failed)"),
+        ("snapshot_ts", "timestamp", True),
+        ("strategy", "string", True),
+        ("status", "string", NOT_NULL, "committed | failed | skipped"),
+        ("error", "string", True, "why it failed or was skipped, for people"),
+        ("config_hash", "string", True, "hash of the effective config"),
+        ("partitions", "long", True),
+        ("replicas", "long", True),
+        ("moves", "long", True, "replicas added to brokers that did not hold them"),
+        ("leader_moves", "long", True),
+        ("bytes_to_move", "long", True),
+        ("max_load_before", "double", True),
+        ("max_load_after", "double", True),
+        ("load_lower_bound", "double", True),
+        ("replica_spread_before", "int", True),
+        ("replica_spread_after", "int", True),
+        ("rack_violations_before", "int", True),
+        ("rack_violations_after", "int", True),
+        ("started_at", "timestamp", True),
+        ("finished_at", "timestamp", True),
+        ("min_moves", "long", True, "lower bound on moves (DESIGN.md quality measures)"),
+        ("leader_spread_before", "int", True),
+        ("leader_spread_after", "int", True),
+        ("notes", "string", True, "warnings for people, e.g. partitions without throughput"),
+    ),
+)
+
+# The planner's per-cluster output inside the Spark job: one row per partition
+# of the new plan, carrying the plan columns and (when it changed) the move,
+# plus one outcome row (topic null) with the cluster's status and metrics.
+# Never stored: the job splits it into PLANS, MOVES and PLAN_RUNS, so the
+# pandas UDF runs once per cluster.
+PLANNED = TableSpec(
+    "planned",
+    (
+        *PLANS.columns,
+        Column("kind", "string", True, "move kind, null when the partition does not change"),
+        Column("from_replicas", "array<int>"),
+        Column("from_leader", "int"),
+        Column("added_brokers", "array<int>"),
+        Column("removed_brokers", "array<int>"),
+        Column("bytes_to_move", "long"),
+        Column("wave", "int"),
+        Column("summary_json", "string", True, "only on the one outcome row per cluster (topic null): status, metrics"),
+    ),
+)
+
+INPUT_TABLES: dict[str, TableSpec] = {t.name: t for t in (BROKERS, PARTITIONS, THROUGHPUT)}
+OUTPUT_TABLES: dict[str, TableSpec] = {t.name: t for t in (PLANS, MOVES, PLAN_RUNS)}
+ALL_TABLES: dict[str, TableSpec] = {**INPUT_TABLES, **OUTPUT_TABLES}
