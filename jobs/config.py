@@ -1,0 +1,179 @@
+"""The job config: TOML (``conf/local.toml``), validated at start, hashed for run ids.
+
+Unknown keys and bad values raise :class:`ConfigError` naming the key; the
+CLI turns it into exit code 2. Values not set anywhere take the defaults
+below, which are also the embedded default used without a config file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assigners import STRATEGIES, Constraints
+
+STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
+TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    strategy: str
+    constraints: Constraints
+
+
+@dataclass(frozen=True)
+class Config:
+    source: str = "<defaults>"
+    warehouse: str | None = None
+    store: str = "auto"
+    tables: Mapping[str, str] = field(default_factory=dict)
+    strategy: str = "round_robin"
+    seed: int = 0
+    wave_broker_limit: int = 10
+    constraints: Constraints = field(default_factory=Constraints)
+    cluster_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_cluster(self, cluster_id: str, strategy_override: str | None = None) -> ClusterSettings:
+        """Effective strategy and constraints of one cluster (cluster section over global)."""
+        override = self.cluster_overrides.get(cluster_id, {})
+        strategy = strategy_override or override.get("strategy", self.strategy)
+        merged = self.constraints.to_dict()
+        for key, value in override.get("constraints", {}).items():
+            if key == "replication_factor":  # per-topic maps merge, the cluster's entries win
+                merged[key] = {**merged[key], **value}
+            elif key == "excluded_brokers":  # a global exclusion applies to every cluster
+                merged[key] = sorted(set(merged[key]) | set(value))
+            else:
+                merged[key] = value
+        return ClusterSettings(strategy, _constraints(merged, f"clusters.{cluster_id}.constraints", self.source))
+
+    def planning_dict(self, clusters: list[str], strategy_override: str | None = None) -> dict[str, Any]:
+        """What the plans depend on (not where tables live): the input of the config hash."""
+        return {
+            "seed": self.seed,
+            "wave_broker_limit": self.wave_broker_limit,
+            "clusters": {
+                c: {"strategy": s.strategy, "constraints": s.constraints.to_dict()}
+                for c in sorted(clusters)
+                for s in [self.for_cluster(c, strategy_override)]
+            },
+        }
+
+    def config_hash(self, clusters: list[str], strategy_override: str | None = None) -> str:
+        blob = json.dumps(self.planning_dict(clusters, strategy_override), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+_SECTIONS = {
+    "job": {"warehouse", "store"},
+    "tables": set(TABLE_NAMES),
+    "planner": {"strategy", "seed", "wave_broker_limit"},
+    "constraints": {"excluded_brokers", "rack_aware", "replication_factor", "default_replication_factor"},
+    "clusters": None,  # free-form cluster ids, checked below
+}
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read and validate a TOML config; ``None`` reads ``conf/local.toml`` if present, else defaults."""
+    if path is None:
+        if not DEFAULT_CONFIG.exists():
+            return Config()
+        path = DEFAULT_CONFIG
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} not found") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_config(raw, str(path))
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
+    _check_keys(raw, set(_SECTIONS), "", source)
+    for section, keys in _SECTIONS.items():
+        if section in raw and not isinstance(raw[section], dict):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        if keys is not None and section in raw:
+            _check_keys(raw[section], keys, f"{section}.", source)
+    job, planner, tables = raw.get("job", {}), raw.get("planner", {}), raw.get("tables", {})
+    store = _typed(job, "store", str, "auto", "job.", source)
+    if store not in STORE_BACKENDS:
+        raise ConfigError(f"{source}: job.store = {store!r}; expected one of {', '.join(STORE_BACKENDS)}")
+    for name, location in tables.items():
+        if not isinstance(location, str) or not location:
+            raise ConfigError(f"{source}: tables.{name} must be a non-empty path")
+    strategy = check_strategy(_typed(planner, "strategy", str, "round_robin", "planner.", source), "planner.strategy", source)
+    seed = _typed(planner, "seed", int, 0, "planner.", source)
+    limit = _typed(planner, "wave_broker_limit", int, 10, "planner.", source)
+    if limit < 1:
+        raise ConfigError(f"{source}: planner.wave_broker_limit must be >= 1, got {limit}")
+    constraints = _constraints(raw.get("constraints", {}), "constraints", source)
+    overrides = _cluster_overrides(raw.get("clusters", {}), source)
+    return Config(source, _typed(job, "warehouse", str, None, "job.", source), store, dict(tables), strategy, seed,
+                  limit, constraints, overrides)
+
+
+def _check_keys(table: Mapping[str, Any], known: set[str], prefix: str, source: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {prefix}{unknown[0]}; known keys here: {', '.join(sorted(known))}")
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str, source: str) -> Any:
+    if key not in table:
+        return default
+    value = table[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{source}: {prefix}{key} = {value!r} must be {kind.__name__}")
+    return value
+
+
+def check_strategy(name: str, key: str, source: str) -> str:
+    if name not in STRATEGIES:
+        raise ConfigError(f"{source}: {key} = {name!r}; known strategies: {', '.join(sorted(STRATEGIES))}")
+    return name
+
+
+def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") -> Constraints:
+    _check_keys(raw, _SECTIONS["constraints"] or set(), f"{prefix}.", source)
+    excluded = raw.get("excluded_brokers", [])
+    if not isinstance(excluded, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in excluded):
+        raise ConfigError(f"{source}: {prefix}.excluded_brokers must be a list of broker ids, got {excluded!r}")
+    rack_aware = _typed(raw, "rack_aware", bool, True, f"{prefix}.", source)
+    rf = raw.get("replication_factor", {})
+    if not isinstance(rf, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in rf.values()):
+        raise ConfigError(f"{source}: {prefix}.replication_factor must map topic names to integers >= 1, got {rf!r}")
+    default_rf = raw.get("default_replication_factor")
+    if default_rf is not None and (not isinstance(default_rf, int) or isinstance(default_rf, bool) or default_rf < 1):
+        raise ConfigError(f"{source}: {prefix}.default_replication_factor must be an integer >= 1, got {default_rf!r}")
+    return Constraints(frozenset(excluded), rack_aware, dict(rf), default_rf)
+
+
+def _cluster_overrides(raw: Mapping[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for cluster_id, section in raw.items():
+        prefix = f"clusters.{cluster_id}"
+        if not isinstance(section, dict):
+            raise ConfigError(f"{source}: [{prefix}] must be a table")
+        _check_keys(section, {"strategy", "constraints"}, f"{prefix}.", source)
+        entry: dict[str, Any] = {}
+        if "strategy" in section:
+            entry["strategy"] = check_strategy(_typed(section, "strategy", str, None, f"{prefix}.", source),
+                                          f"{prefix}.strategy", source)
+        if "constraints" in section:
+            _constraints(section["constraints"], f"{prefix}.constraints", source)  # validate now, merge later
+            entry["constraints"] = dict(section["constraints"])
+        out[str(cluster_id)] = entry
+    return out

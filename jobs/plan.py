@@ -1,0 +1,85 @@
+"""The plan job: ``spark-submit jobs/plan.py --warehouse DIR ...`` or ``partition-planner plan``.
+
+Thin on purpose (STYLE rule 1): parse arguments, load the config, get the
+session and the store, run the pipeline, print the summary, map the outcome
+to the exit code (0 committed/skipped, 1 a cluster failed, 2 usage/config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import sys
+
+log = logging.getLogger("partition_planner.plan")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--warehouse", help="folder or URI holding the Delta tables (default: the config's)")
+    parser.add_argument("--config", help="TOML config (default: conf/local.toml, else built-in defaults)")
+    parser.add_argument("--strategy", help="assigner for every cluster, overriding the config")
+    parser.add_argument("--cluster", action="append", dest="clusters", metavar="ID",
+                        help="plan only this cluster (repeatable; default: every cluster)")
+    parser.add_argument("--as-of", type=parse_timestamp, metavar="TS",
+                        help="plan from the newest snapshot at or before TS (ISO date or time, UTC)")
+    parser.add_argument("--run-id", help="idempotency key; default: derived from the snapshots and config hash")
+    parser.add_argument("--dry-run", action="store_true", help="plan, validate and print; write nothing")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return parser
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO date or timestamp: {text!r}") from exc
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.Formatter.converter = __import__("time").gmtime  # UTC timestamps in every line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_arguments(argparse.ArgumentParser(prog="partition-planner plan", allow_abbrev=False,
+                                                   description="Plan partition replicas for every cluster."))
+    args = parser.parse_args(argv)
+    setup_logging(args.log_level)
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobs.config import ConfigError, check_strategy, load_config
+    from jobs.pipeline import UsageError, run_plan
+    from jobs.session import get_spark
+    from jobs.store import TableNotFoundError, TableSchemaError, open_store
+
+    try:
+        config = load_config(args.config)
+        if args.strategy:
+            check_strategy(args.strategy, "--strategy", "command line")
+        warehouse = args.warehouse or config.warehouse
+        if not warehouse:
+            raise ConfigError("no warehouse: pass --warehouse or set job.warehouse in the config")
+        spark = get_spark()
+        store = open_store(spark, warehouse, config.tables, config.store)
+        log.info("config source=%s warehouse=%s store=%s", config.source, warehouse, store.backend)
+        report = run_plan(spark, store, config, clusters=args.clusters, as_of=args.as_of, run_id=args.run_id,
+                          strategy=args.strategy, dry_run=args.dry_run)
+    except (ConfigError, UsageError, TableNotFoundError) as exc:
+        print(f"partition-planner: error: {exc}", file=sys.stderr)
+        return 2
+    except TableSchemaError as exc:
+        print(f"partition-planner: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"run {report.run_id} config {report.config_hash}{' (dry run: nothing written)' if report.dry_run else ''}")
+    for outcome in report.outcomes:
+        print(outcome.summary_line())
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
