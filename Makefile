@@ -44,10 +44,7 @@ format: $(STAMP) ## fix what ruff can fix
 	$(BIN)/ruff format .
 
 package: $(STAMP) ## zip of jobs/ assigners/ schemas/ for spark-submit --py-files
-	$(BIN)/python -c "import pathlib, zipfile; pathlib.Path('dist').mkdir(exist_ok=True); \
-	z = zipfile.ZipFile('$(PKG_ZIP)', 'w', zipfile.ZIP_DEFLATED); \
-	[z.write(p) for d in ('jobs', 'assigners', 'schemas') for p in sorted(pathlib.Path(d).rglob('*.py'))]; z.close()"
-	@echo $(PKG_ZIP)
+	$(BIN)/python -m jobs.package $(PKG_ZIP)
 
 run: $(STAMP) package ## spark-submit the plan job on $(WAREHOUSE) (local master)
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/spark-submit --master 'local[2]' --py-files $(PKG_ZIP) \

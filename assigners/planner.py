@@ -120,7 +120,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     target = [list(map(int, r)) for r in assignment["replicas"]]
 
     ordered = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
-    epochs = ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered))
+    epochs = pd.to_numeric(ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered)))
     in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(ordered), dtype=bool)
     baseline = prepared["baseline"].tolist()
     diff = diff_assignment(target, baseline, prepared["current"].tolist(), in_plan,

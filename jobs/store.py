@@ -104,7 +104,8 @@ class TableStore:
             raise TableSchemaError(
                 f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
             )
-        return df.select([F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in spec.spark_schema().fields])
+        return df.select([F.col(f"`{f.name}`").cast(f.dataType).alias(f.name, metadata=f.metadata)
+                          for f in spec.spark_schema().fields])
 
     # backend interface -------------------------------------------------
     def exists(self, name: str) -> bool:

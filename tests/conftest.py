@@ -1,0 +1,50 @@
+"""Shared fixtures: one SparkSession per test run, temp warehouses, input writers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ["SPARK_TESTING"] = "1"
+os.environ["TZ"] = "UTC"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from jobs.session import get_spark
+
+    session = get_spark(app_name="partition-planner-tests", master="local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> str:
+    return str(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def store(spark: object, warehouse: str) -> object:
+    from jobs.store import open_store
+
+    return open_store(spark, warehouse)  # type: ignore[arg-type]
+
+
+def write_with_delta_rs(warehouse: str, name: str, pdf: pd.DataFrame, mode: str = "append") -> None:
+    """Write an input table the way an outside collector would: delta-rs from pandas, DESIGN.md schema."""
+    from deltalake import write_deltalake
+
+    from schemas import ALL_TABLES
+
+    spec = ALL_TABLES[name]
+    table = pa.Table.from_pandas(pdf[spec.column_names], schema=spec.arrow_schema(), preserve_index=False)
+    write_deltalake(f"{warehouse}/{name}", table, mode=mode)

@@ -1,0 +1,212 @@
+"""The CLI end to end on a temp warehouse: idempotence, versions, as-of, dry run, isolation, recovery."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+
+from jobs import cli, pipeline
+from jobs.demo import DEMO_SNAPSHOT, generate_fleet
+from schemas import MOVES, PLAN_RUNS, PLANS
+from tests.conftest import write_with_delta_rs
+
+pytestmark = pytest.mark.integration
+TABLES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
+LATER = DEMO_SNAPSHOT + dt.timedelta(hours=6)
+
+
+def small_fleet(ts: dt.datetime = DEMO_SNAPSHOT, seed: int = 3) -> dict[str, pd.DataFrame]:
+    return generate_fleet(clusters=2, brokers=6, topics=8, partitions=60, seed=seed, snapshot_ts=ts)
+
+
+def write_fleet(warehouse: str, fleet: dict[str, pd.DataFrame]) -> None:
+    for name, frame in fleet.items():
+        write_with_delta_rs(warehouse, name, frame)
+
+
+def versions(warehouse: str) -> dict[str, int | None]:
+    out = {}
+    for name in TABLES:
+        path = f"{warehouse}/{name}"
+        out[name] = DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+    return out
+
+
+def table(warehouse: str, name: str) -> pd.DataFrame:
+    return DeltaTable(f"{warehouse}/{name}").to_pandas()
+
+
+def plan(warehouse: str, *extra: str) -> int:
+    return cli.main(["plan", "--warehouse", warehouse, *extra])
+
+
+def test_plan_twice_writes_once_then_new_snapshot_is_version_2(spark, warehouse, capsys):
+    # Given inputs written by another writer (delta-rs from pandas, DESIGN.md schema)
+    write_fleet(warehouse, small_fleet())
+    # When planning twice
+    assert plan(warehouse) == 0
+    first = versions(warehouse)
+    assert plan(warehouse) == 0
+    # Then the second run wrote nothing
+    assert versions(warehouse) == first
+    assert "already committed by this run id" in capsys.readouterr().out
+    # And the outputs are ordinary Delta tables with the contract schema
+    plans, runs = table(warehouse, "plans"), table(warehouse, "plan_runs")
+    assert list(plans.columns) == PLANS.column_names and list(runs.columns) == PLAN_RUNS.column_names
+    assert list(table(warehouse, "moves").columns) == MOVES.column_names
+    assert set(runs["status"]) == {"committed"} and set(plans["plan_version"]) == {1}
+    assert len(plans) == len(small_fleet()["partitions"])
+
+    # When a new snapshot arrives for cluster-1 in which broker 2 died
+    later = small_fleet(LATER)
+    c1 = later["brokers"]["cluster_id"] == "cluster-1"
+    later["brokers"].loc[c1 & (later["brokers"]["broker_id"] == 2), "state"] = "dead"
+    for name in TABLES[:3]:
+        frame = later[name]
+        write_with_delta_rs(warehouse, name, frame[frame["cluster_id"] == "cluster-1"])
+    assert plan(warehouse) == 0
+    # Then cluster-1 gets plan_version 2 whose moves are diffed against version 1
+    plans = table(warehouse, "plans")
+    v1 = plans[(plans.cluster_id == "cluster-1") & (plans.plan_version == 1)].set_index(["topic", "partition"])
+    v2 = plans[(plans.cluster_id == "cluster-1") & (plans.plan_version == 2)].set_index(["topic", "partition"])
+    moves = table(warehouse, "moves")
+    m2 = moves[(moves.cluster_id == "cluster-1") & (moves.plan_version == 2)]
+    assert len(v2) == len(v1) and len(m2) > 0
+    assert all(2 not in list(r) for r in v2["replicas"])
+    for move in m2.itertuples():
+        assert list(move.from_replicas) == list(v1.loc[(move.topic, move.partition), "replicas"])
+        assert list(move.to_replicas) == list(v2.loc[(move.topic, move.partition), "replicas"])
+        assert move.epoch == v1.loc[(move.topic, move.partition), "epoch"] + 1
+    assert set(m2["kind"]) <= {"reassign", "leader"}
+    unchanged = v2.index.difference(pd.MultiIndex.from_frame(m2[["topic", "partition"]]))
+    assert (v2.loc[unchanged, "epoch"] == v1.loc[unchanged, "epoch"]).all()
+    # And cluster-2 (same snapshot, same plan) is skipped, not re-versioned
+    runs = table(warehouse, "plan_runs").sort_values("finished_at")
+    latest = runs.groupby("cluster_id").tail(1).set_index("cluster_id")
+    assert latest.loc["cluster-1", "status"] == "committed" and latest.loc["cluster-1", "plan_version"] == 2
+    assert latest.loc["cluster-2", "status"] == "skipped" and latest.loc["cluster-2", "plan_version"] == 1
+
+
+def test_as_of_picks_the_older_snapshot_and_dry_run_writes_nothing(spark, warehouse, capsys):
+    write_fleet(warehouse, small_fleet(DEMO_SNAPSHOT))
+    write_fleet(warehouse, small_fleet(LATER, seed=4))
+    before = versions(warehouse)
+    assert plan(warehouse, "--dry-run") == 0
+    assert "dry run: nothing written" in capsys.readouterr().out
+    assert versions(warehouse) == before
+    assert plan(warehouse, "--as-of", "2026-11-01T03:00:00Z", "--cluster", "cluster-2") == 0
+    runs = table(warehouse, "plan_runs")
+    assert runs["cluster_id"].tolist() == ["cluster-2"]
+    assert runs["snapshot_ts"].iloc[0] == pd.Timestamp(DEMO_SNAPSHOT)
+    assert set(table(warehouse, "plans")["snapshot_ts"]) == {pd.Timestamp(DEMO_SNAPSHOT)}
+
+
+def test_one_bad_cluster_fails_alone_with_a_named_error(spark, warehouse, capsys):
+    fleet = small_fleet()
+    parts = fleet["partitions"]
+    bad = parts.index[parts["cluster_id"] == "cluster-2"][:2]
+    parts.at[bad[0], "replicas"] = [1, 2, 42]
+    parts.at[bad[1], "replicas"] = [1, 1, 3]
+    write_fleet(warehouse, fleet)
+    assert plan(warehouse) == 1
+    runs = table(warehouse, "plan_runs").set_index("cluster_id")
+    assert runs.loc["cluster-1", "status"] == "committed"
+    error = runs.loc["cluster-2", "error"]
+    assert runs.loc["cluster-2", "status"] == "failed"
+    assert "cluster cluster-2" in error and "(table partitions)" in error and "unknown=[42]" in error
+    assert set(table(warehouse, "plans")["cluster_id"]) == {"cluster-1"}
+    assert "cluster-2" in capsys.readouterr().out
+    # A rerun fails the same way without piling up identical failure rows
+    runs_version = versions(warehouse)["plan_runs"]
+    assert plan(warehouse) == 1
+    assert versions(warehouse)["plan_runs"] == runs_version
+
+
+def test_a_crash_before_the_commit_marker_is_invisible_and_the_rerun_completes_it(spark, warehouse, monkeypatch):
+    write_fleet(warehouse, small_fleet())
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed before plan_runs")
+
+    monkeypatch.setattr(pipeline, "write_plan_runs", crash)
+    with pytest.raises(RuntimeError):
+        plan(warehouse)
+    # plans and moves were written, but no reader counts them: no committed run names them
+    assert len(table(warehouse, "plans")) > 0
+    assert not DeltaTable.is_deltatable(f"{warehouse}/plan_runs")
+    from jobs.queries import committed
+    from jobs.store import open_store
+
+    store = open_store(spark, warehouse)
+    assert committed(store, "plans").count() == 0
+    plans_version = versions(warehouse)["plans"]
+    monkeypatch.undo()
+    # The rerun recognises its own earlier commits (Delta app transactions) and only adds the marker
+    assert plan(warehouse) == 0
+    assert versions(warehouse)["plans"] == plans_version
+    plans = table(warehouse, "plans")
+    assert not plans.duplicated(["cluster_id", "topic", "partition"]).any()
+    assert committed(store, "plans").count() == len(plans)
+
+
+def test_a_crashed_run_is_superseded_by_a_run_with_another_id(spark, warehouse, monkeypatch):
+    write_fleet(warehouse, small_fleet())
+    monkeypatch.setattr(pipeline, "write_plan_runs", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError):
+        plan(warehouse, "--run-id", "first-try")
+    monkeypatch.undo()
+    assert plan(warehouse, "--run-id", "second-try") == 0
+    plans = table(warehouse, "plans")
+    assert set(plans["run_id"]) == {"second-try"}
+    assert set(plans["plan_version"]) == {1}
+
+
+def test_export_report_and_sql(spark, warehouse, tmp_path, capsys):
+    write_fleet(warehouse, small_fleet())
+    assert plan(warehouse) == 0
+    out = tmp_path / "reassign.json"
+    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    moves = table(warehouse, "moves")
+    assert payload["version"] == 1
+    assert len(payload["partitions"]) == int((moves.cluster_id == "cluster-1").sum())
+    first = payload["partitions"][0]
+    assert set(first) == {"topic", "partition", "replicas"} and all(isinstance(b, int) for b in first["replicas"])
+    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--wave", "1", "--out", str(out)]) == 0
+    assert 0 < len(json.loads(out.read_text())["partitions"]) <= len(payload["partitions"])
+    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "nope"]) == 2
+
+    report_dir = tmp_path / "report"
+    assert cli.main(["report", "--warehouse", warehouse, "--out", str(report_dir)]) == 0
+    brokers = pd.read_csv(report_dir / "cluster-1" / "v1" / "brokers.csv")
+    assert brokers["replicas_after"].sum() == table(warehouse, "plans").query("cluster_id == 'cluster-1'")["replicas"].map(len).sum()
+    assert "# Plan cluster-1 v1" in (report_dir / "cluster-1" / "v1" / "summary.md").read_text()
+
+    capsys.readouterr()
+    assert cli.main(["sql", "--warehouse", warehouse,
+                     "SELECT cluster_id, count(*) AS n FROM plans_latest GROUP BY cluster_id ORDER BY cluster_id"]) == 0
+    shown = capsys.readouterr().out
+    assert "cluster-1" in shown and "cluster-2" in shown
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--config", "/nonexistent.toml"], "not found"),
+    (["--cluster", "cluster-9"], "cluster-9"),
+    (["--strategy", "magic"], "known strategies"),
+])
+def test_usage_and_config_errors_exit_2(spark, warehouse, tmp_path, capsys, args, fragment):
+    write_fleet(warehouse, small_fleet())
+    assert plan(warehouse, *args) == 2
+    assert fragment in capsys.readouterr().err
+    assert versions(warehouse)["plans"] is None
+
+
+def test_unknown_config_key_exits_2(spark, warehouse, tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[planner]\nstrategy = 'round_robin'\nsed = 1\n")
+    assert plan(warehouse, "--config", str(bad)) == 2
+    assert "unknown key planner.sed" in capsys.readouterr().err

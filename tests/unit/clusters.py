@@ -1,0 +1,60 @@
+"""Builders of one cluster's snapshot frames for the pure tests (plain pandas)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import strategies as st
+
+
+def brokers_frame(ids: list[int], racks: list[str | None] | None = None, states: list[str] | None = None,
+                  weights: list[float | None] | None = None) -> pd.DataFrame:
+    n = len(ids)
+    return pd.DataFrame({
+        "broker_id": ids,
+        "rack": racks if racks is not None else [f"r{i % 3}" for i in range(n)],
+        "state": states if states is not None else ["active"] * n,
+        "cores": [8] * n,
+        "weight": weights if weights is not None else [None] * n,
+        "disk_capacity_bytes": [None] * n,
+        "max_partitions": [None] * n,
+    })
+
+
+def partitions_frame(replicas: list[list[int]], topics: list[str] | None = None,
+                     numbers: list[int] | None = None, bytes_in: list[float] | None = None) -> pd.DataFrame:
+    n = len(replicas)
+    loads = bytes_in if bytes_in is not None else [float(i % 7 + 1) for i in range(n)]
+    return pd.DataFrame({
+        "topic": topics if topics is not None else [f"t{i // 10}" for i in range(n)],
+        "partition": numbers if numbers is not None else [i % 10 for i in range(n)],
+        "replicas": replicas,
+        "leader": [r[0] for r in replicas],
+        "size_bytes": [1000 * (i + 1) for i in range(n)],
+        "bytes_in": loads,
+        "bytes_out": [2 * x for x in loads],
+        "has_throughput": [True] * n,
+    })
+
+
+@st.composite
+def random_clusters(draw: st.DrawFn, max_brokers: int = 12, max_rf: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A cluster with uneven racks, dead/draining brokers and RF 1..max_rf."""
+    n = draw(st.integers(1, max_brokers))
+    ids = sorted(draw(st.sets(st.integers(1, 500), min_size=n, max_size=n)))
+    n_racks = draw(st.integers(1, 4))
+    racks = [f"rack{draw(st.integers(0, n_racks - 1))}" for _ in ids]
+    states = [draw(st.sampled_from(["active"] * 6 + ["draining", "dead"])) for _ in ids]
+    weights = [draw(st.sampled_from([None, 1.0, 2.0, 0.5])) for _ in ids]
+    brokers = brokers_frame(ids, racks, states, weights)
+    n_topics = draw(st.integers(1, 4))
+    rows = []
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    for t in range(n_topics):
+        rf = draw(st.integers(1, max_rf))
+        for p in range(draw(st.integers(1, 15))):
+            current = rng.choice(ids, size=min(rf, len(ids)), replace=False).tolist()
+            rows.append((f"topic{t}", p, current))
+    parts = partitions_frame([r[2] for r in rows], [r[0] for r in rows], [r[1] for r in rows],
+                             bytes_in=[float(x) for x in rng.zipf(1.5, len(rows))])
+    return brokers, parts

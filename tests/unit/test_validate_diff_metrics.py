@@ -1,0 +1,115 @@
+"""Input validation messages, diff/epochs/waves, metrics, and the planner's statuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan_cluster
+from assigners.diff import LEADER, NEW, REASSIGN, assign_waves, diff_assignment
+from assigners.metrics import minimum_moves, plan_metrics
+from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from tests.unit.clusters import brokers_frame, partitions_frame
+
+
+def failed_message(brokers: pd.DataFrame, parts: pd.DataFrame) -> str:
+    result = plan_cluster(brokers, parts, PlanRequest("kafka-eu-1"))
+    assert result.status == FAILED
+    assert result.planned.empty
+    return result.error or ""
+
+
+@pytest.mark.parametrize("mutate,expected", [
+    (lambda b, p: (b, pd.concat([p, p.iloc[[0]]], ignore_index=True)),
+     ["invalid input: duplicate partition", "(table partitions)", "t0-0"]),
+    (lambda b, p: (b, p.assign(replicas=[[1, 99]] + p["replicas"].tolist()[1:])),
+     ["replica on an unknown broker", "t0-0 replicas=[1, 99] unknown=[99]"]),
+    (lambda b, p: (b, p.assign(replicas=[[]] + p["replicas"].tolist()[1:])), ["empty replica list", "t0-0"]),
+    (lambda b, p: (b, p.assign(bytes_in=[-5.0] + p["bytes_in"].tolist()[1:])),
+     ["negative bytes_in_per_sec", "(table throughput)", "t0-0 bytes_in_per_sec=-5.0"]),
+    (lambda b, p: (b.assign(state=["active", "broken", "active", "active"]), p),
+     ["state must be one of", "(table brokers)", "broker_id=2 state='broken'"]),
+    (lambda b, p: (pd.concat([b, b.iloc[[0]]], ignore_index=True), p), ["duplicate broker_id", "broker_id=1"]),
+])
+def test_bad_input_names_cluster_table_and_rows(mutate, expected):
+    brokers, parts = mutate(brokers_frame([1, 2, 3, 4]), partitions_frame([[1, 2]] * 4))
+    message = failed_message(brokers, parts)
+    assert message.startswith("cluster kafka-eu-1: ")
+    for fragment in expected:
+        assert fragment in message
+
+
+def test_long_lists_of_offending_rows_are_capped():
+    parts = partitions_frame([[1, 77]] * 25, topics=["t"] * 25, numbers=list(range(25)))
+    message = failed_message(brokers_frame([1, 2, 3]), parts)
+    assert "and 15 more" in message
+
+
+def test_empty_partition_list_is_a_no_op_not_an_error():
+    result = plan_cluster(brokers_frame([1, 2]), partitions_frame([]), PlanRequest("c"))
+    assert result.status == SKIPPED and result.planned.empty
+
+
+def test_diff_kinds_epochs_and_kept_follower_order():
+    diff = diff_assignment(
+        target=[[1, 3, 2], [2, 1, 3], [4, 2, 3], [1, 2, 3]],
+        baseline=[[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]],
+        current=[[1, 2, 3]] * 4,
+        in_previous_plan=np.array([True, True, True, False]),
+        previous_epoch=np.array([3, 3, 3, 0]),
+        size_bytes=np.array([100, 100, 100, 100]),
+        has_previous_plan=True,
+    )
+    assert diff["kind"].tolist() == [None, LEADER, REASSIGN, NEW]
+    assert diff["replicas"].tolist()[0] == [1, 2, 3]  # follower reorder alone is no change
+    assert diff["epoch"].tolist() == [3, 4, 4, 1]
+    assert diff["added_brokers"].tolist()[2] == [4] and diff["removed_brokers"].tolist()[2] == [1]
+    assert diff["bytes_to_move"].tolist()[2] == 100
+
+
+def test_diff_of_a_plan_against_itself_is_empty():
+    plan = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    diff = diff_assignment(plan, plan, plan, np.ones(3, bool), np.array([1, 2, 3]), np.zeros(3, int), True)
+    assert diff["kind"].isna().all()
+    assert diff["epoch"].tolist() == [1, 2, 3]
+
+
+def test_waves_cap_moves_per_broker():
+    added = [[10], [10], [10], [11], None, []]
+    removed = [[1], [2], [3], [1], None, []]
+    waves = assign_waves(added, removed, [1, 1, 1, 1, None, 0], per_broker_limit=2)
+    assert waves[4] is None and waves[5] == 1
+    per_wave: dict[tuple[int, int], int] = {}
+    for a, r, w in zip(added, removed, waves):
+        for b in set(a or []) | set(r or []):
+            per_wave[(b, w)] = per_wave.get((b, w), 0) + 1
+    assert max(per_wave.values()) <= 2
+    assert sorted(waves[:3]) == [1, 1, 2]
+
+
+def test_metrics_loads_bound_spread_and_min_moves():
+    brokers = prepare_brokers(brokers_frame([1, 2, 3], racks=["a", "b", "c"]), Constraints())
+    parts = prepare_partitions(partitions_frame([[1, 2], [1, 2]], bytes_in=[10.0, 30.0]), Constraints())
+    view = ClusterView.from_brokers(brokers, Constraints())
+    before = [[1, 2], [1, 2]]
+    after = [[1, 2], [3, 1]]
+    m = plan_metrics(parts, before, after, brokers, view)
+    # leader load = in + out = 3*in; follower = in; weight = cores = 8
+    assert m.max_load_before == pytest.approx((30 + 90) / 8)
+    assert m.max_load_after == pytest.approx(90 / 8)  # broker 3 now leads the heavy partition
+    assert m.load_lower_bound == pytest.approx(max((40 + 120 + 40) / 24, 90 / 8))
+    assert (m.moves, m.leader_moves, m.bytes_to_move) == (1, 1, 2000)
+    assert (m.replica_spread_before, m.replica_spread_after) == (2, 1)
+    # 4 replicas over 3 brokers: ceil = 2, nobody above it, nothing forced off
+    assert minimum_moves(before, parts["rf"].to_numpy(), view) == 0
+
+
+def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
+    brokers = brokers_frame(list(range(1, 7)))
+    parts = partitions_frame([[1, 2, 3]] * 12)
+    first = plan_cluster(brokers, parts, PlanRequest("c"))
+    baseline = parts.assign(baseline_replicas=first.planned["replicas"].tolist(), baseline_epoch=1)
+    again = plan_cluster(brokers, baseline, PlanRequest("c", has_previous_plan=True, previous_partitions=12))
+    assert first.status == COMMITTED and again.status == SKIPPED
+    assert again.metrics is not None and again.metrics.moves == 0
