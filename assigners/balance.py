@@ -12,15 +12,72 @@ from collections import deque
 from assigners.model import ClusterView
 
 
-def _keeps_rack_rule(replicas: list[int], old: int, new: int, view: ClusterView) -> bool:
-    domains = [view.domain_of[b] for b in replicas if b != old] + [view.domain_of[new]]
-    return len(set(domains)) >= view.required_domains(len(replicas))
+class _ReplicaIndex:
+    """Each broker's partitions grouped by (is leader, RF, failure domains of the *other* replicas).
+
+    Whether a replica may move from ``old`` to ``new`` depends only on that
+    group key and on ``new``'s domain, so a legal move is found by looking at
+    a handful of groups instead of every partition the donor holds.
+    """
+
+    def __init__(self, assignment: list[list[int]], view: ClusterView) -> None:
+        self.assignment = assignment
+        self.view = view
+        domains = sorted({view.domain_of[b] for b in view.domain_of})
+        self.bit = {b: 1 << domains.index(view.domain_of[b]) for b in view.domain_of}
+        self.groups: dict[int, list[dict[tuple[int, int], set[int]]]] = {b: [{}, {}] for b in view.eligible}
+        self.count = dict.fromkeys(view.eligible, 0)
+        for i in range(len(assignment)):
+            self._update(i, add=True)
+
+    def _update(self, i: int, add: bool) -> None:
+        replicas = self.assignment[i]
+        for pos, b in enumerate(replicas):
+            if b not in self.groups:
+                continue
+            mask = 0
+            for other in replicas:
+                if other != b:
+                    mask |= self.bit.get(other, 0)
+            groups = self.groups[b][pos == 0]  # followers [0] are tried before leaders [1]
+            key = (len(replicas), mask)
+            if add:
+                groups.setdefault(key, set()).add(i)
+                self.count[b] += 1
+            else:
+                members = groups[key]
+                members.discard(i)
+                if not members:
+                    del groups[key]
+                self.count[b] -= 1
+
+    def find(self, old: int, new: int) -> int | None:
+        """A partition whose replica on ``old`` may move to ``new`` without hurting its rack spread."""
+        new_bit, old_bit = self.bit[new], self.bit[old]
+        for groups in self.groups[old]:
+            for (rf, mask), members in groups.items():
+                required = self.view.required_domains(rf)
+                after = (mask | new_bit).bit_count()
+                if after < min(required, (mask | old_bit).bit_count()):
+                    continue
+                if not mask & new_bit:  # new's domain is free here, so new holds no replica either
+                    return min(members)
+                hit = min((i for i in members if new not in self.assignment[i]), default=None)
+                if hit is not None:
+                    return hit
+        return None
+
+    def move(self, i: int, old: int, new: int) -> None:
+        self._update(i, add=False)
+        replicas = self.assignment[i]
+        replicas[replicas.index(old)] = new
+        self._update(i, add=True)
 
 
 def balance_replica_counts(assignment: list[list[int]], view: ClusterView) -> int:
     """Move replicas from the fullest to the emptiest brokers until counts differ by <= 1.
 
-    Followers move first (a leader move also shifts leadership); a pass stops
+    Followers move first (a leader move also shifts leadership); it stops
     when no legal move narrows the spread. Returns the number of moves made.
 
     Notes
@@ -29,46 +86,67 @@ def balance_replica_counts(assignment: list[list[int]], view: ClusterView) -> in
     one holding ``<= max - 2``, so the sum of squared counts falls strictly
     and the loop ends.
     """
-    eligible = view.eligible
-    if len(eligible) < 2:
+    if len(view.eligible) < 2:
         return 0
-    holding: dict[int, set[int]] = {b: set() for b in eligible}
-    for i, replicas in enumerate(assignment):
-        for b in replicas:
-            if b in holding:
-                holding[b].add(i)
+    index = _ReplicaIndex(assignment, view)
     moves = 0
     while True:
-        by_count = sorted(eligible, key=lambda b: (len(holding[b]), b))
-        top = len(holding[by_count[-1]])
-        if top - len(holding[by_count[0]]) <= 1:
+        by_count = sorted(view.eligible, key=lambda b: (index.count[b], b))
+        top = index.count[by_count[-1]]
+        if top - index.count[by_count[0]] <= 1:
             return moves
-        move = _find_count_move(assignment, holding, by_count, top, view)
-        if move is None:
-            return moves
-        i, old, new = move
-        replicas = assignment[i]
-        replicas[replicas.index(old)] = new
-        holding[old].discard(i)
-        holding[new].add(i)
-        moves += 1
+        chain = _find_count_move(index, by_count, top)
+        if chain is None or len({i for i, _, _ in chain}) < len(chain):
+            return moves  # no way forward (a chain reusing a partition could break its own rules)
+        for i, old, new in chain:
+            index.move(i, old, new)
+            moves += 1
 
 
-def _find_count_move(
-    assignment: list[list[int]], holding: dict[int, set[int]], by_count: list[int], top: int, view: ClusterView
-) -> tuple[int, int, int] | None:
-    donors = [b for b in reversed(by_count) if len(holding[b]) == top]
-    receivers = [b for b in by_count if len(holding[b]) <= top - 2]
-    for leader_ok in (False, True):
-        for old in donors:
-            for new in receivers:
-                for i in sorted(holding[old]):
-                    replicas = assignment[i]
-                    if new in replicas or (replicas[0] == old and not leader_ok):
-                        continue
-                    if _keeps_rack_rule(replicas, old, new, view):
-                        return i, old, new
+def _find_count_move(index: _ReplicaIndex, by_count: list[int], top: int) -> list[tuple[int, int, int]] | None:
+    """A direct move from a fullest to an emptiest broker, else the shortest chain of moves.
+
+    A chain donor -> b1 -> ... -> receiver moves one replica per hop; the
+    brokers in between gain one and lose one, so only the two ends change.
+    It gets past dead ends where every partition of the donor already uses
+    the receiver's rack.
+    """
+    donors = [b for b in reversed(by_count) if index.count[b] == top]
+    receivers = [b for b in by_count if index.count[b] <= top - 2]
+    for old in donors:
+        for new in receivers:
+            i = index.find(old, new)
+            if i is not None:
+                return [(i, old, new)]
+    targets = set(receivers)
+    for source in donors:
+        parent: dict[int, tuple[int, int]] = {}
+        queue = deque([source])
+        seen = {source}
+        while queue:
+            a = queue.popleft()
+            for b in by_count:
+                if b in seen:
+                    continue
+                i = index.find(a, b)
+                if i is None:
+                    continue
+                seen.add(b)
+                parent[b] = (a, i)
+                if b in targets:
+                    return _chain(parent, source, b)
+                queue.append(b)
     return None
+
+
+def _chain(parent: dict[int, tuple[int, int]], source: int, end: int) -> list[tuple[int, int, int]]:
+    hops = []
+    node = end
+    while node != source:
+        prev, i = parent[node]
+        hops.append((i, prev, node))
+        node = prev
+    return hops[::-1]
 
 
 def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:

@@ -81,15 +81,34 @@ def assign_waves(added: list[list[int] | None], removed: list[list[int] | None],
     """
     waves: list[int | None] = [None] * len(added)
     load: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    # Per broker, a union-find "next wave with room": full waves point past themselves,
+    # so finding the first common open wave skips full ones instead of rescanning them.
+    skip: dict[int, dict[int, int]] = defaultdict(dict)
+
+    def open_from(jumps: dict[int, int], wave: int) -> int:
+        start = wave
+        while wave in jumps:
+            wave = jumps[wave]
+        while start in jumps and jumps[start] != wave:  # path compression
+            start, jumps[start] = jumps[start], wave
+        return wave
+
     data_moves = [i for i, a in enumerate(added) if a]
     data_moves.sort(key=lambda i: (-(bytes_to_move[i] or 0), i))
     for i in data_moves:
-        brokers = set(added[i] or []) | set(removed[i] or [])
+        brokers = sorted(set(added[i] or []) | set(removed[i] or []))
         wave = 1
-        while any(load[b][wave] >= per_broker_limit for b in brokers):
-            wave += 1
+        while True:
+            latest = wave
+            for b in brokers:
+                latest = max(latest, open_from(skip[b], wave))
+            if latest == wave:
+                break
+            wave = latest
         for b in brokers:
             load[b][wave] += 1
+            if load[b][wave] >= per_broker_limit:
+                skip[b][wave] = wave + 1
         waves[i] = wave
     for i, a in enumerate(added):
         if a is not None and not a:

@@ -1,0 +1,124 @@
+"""make bench: end-to-end plan time vs a bare read of the inputs plus a write of as many rows.
+
+The demo fleet scaled to ~100k partitions is written once; then, interleaved
+and repeated, (a) the full plan job on fresh output tables and (b) the bare
+I/O floor: read the three input tables and write the same number of plans,
+moves and plan_runs rows through the same table store. Medians and their
+ratio are printed (goal: ratio <= 2.0). Machines here are noisy: compare
+ratios measured in one run, not absolute seconds across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from jobs.config import Config  # noqa: E402
+from jobs.demo import generate_fleet, write_inputs  # noqa: E402
+from jobs.pipeline import run_plan  # noqa: E402
+from jobs.session import get_spark  # noqa: E402
+from jobs.store import open_store  # noqa: E402
+from schemas import MOVES, PLAN_RUNS, PLANS  # noqa: E402
+
+OUTPUTS = ("plans", "moves", "plan_runs")
+
+
+def reset_outputs(warehouse: Path) -> None:
+    for name in (*OUTPUTS, "floor_plans", "floor_moves", "floor_runs"):
+        shutil.rmtree(warehouse / name, ignore_errors=True)
+
+
+def time_plan(spark, warehouse: Path) -> tuple[float, dict[str, int]]:
+    store = open_store(spark, str(warehouse))
+    start = time.perf_counter()
+    report = run_plan(spark, store, Config())
+    elapsed = time.perf_counter() - start
+    assert all(o.status == "committed" for o in report.outcomes), [o.error for o in report.outcomes]
+    counts = {name: store.read(name).count() for name in OUTPUTS}
+    return elapsed, counts
+
+
+def time_floor(spark, warehouse: Path, counts: dict[str, int]) -> float:
+    """Read every input row, then write as many plan/move/run rows as the job does."""
+    store = open_store(spark, str(warehouse), {"plans": str(warehouse / "floor_plans"),
+                                                 "moves": str(warehouse / "floor_moves"),
+                                                 "plan_runs": str(warehouse / "floor_runs")})
+    start = time.perf_counter()
+    parts = store.read("partitions")
+    joined = parts.join(store.read("throughput"), on=["cluster_id", "snapshot_ts", "topic", "partition"], how="left")
+    brokers = store.read("brokers").count()
+    plans = joined.select(
+        "cluster_id", F.lit(1).cast("long").alias("plan_version"), F.lit("floor").alias("run_id"), "snapshot_ts",
+        F.lit("none").alias("strategy"), "topic", "partition", "replicas", F.col("replicas")[0].alias("leader"),
+        F.col("bytes_in_per_sec").alias("load"), F.lit(1).cast("long").alias("epoch"),
+    ).select(PLANS.column_names)
+    store.append("plans", plans)
+    moves = plans.limit(counts["moves"]).select(
+        "cluster_id", "plan_version", "run_id", "topic", "partition", F.lit("reassign").alias("kind"),
+        F.col("replicas").alias("from_replicas"), F.col("replicas").alias("to_replicas"),
+        F.col("leader").alias("from_leader"), F.col("leader").alias("to_leader"),
+        F.col("replicas").alias("added_brokers"), F.array().cast("array<int>").alias("removed_brokers"),
+        F.lit(0).cast("long").alias("bytes_to_move"), F.lit(1).alias("wave"), "epoch",
+    ).select(MOVES.column_names)
+    store.append("moves", moves)
+    runs = spark.createDataFrame([], PLAN_RUNS.spark_schema()).unionByName(
+        plans.groupBy("cluster_id").agg(F.count("*").alias("partitions")).select(
+            *[F.col(c) if c in ("cluster_id", "partitions") else F.lit(None).cast(t).alias(c)
+              for c, t in ((f.name, f.dataType) for f in PLAN_RUNS.spark_schema().fields)]))
+    store.append("plan_runs", runs.withColumn("status", F.lit("committed")).withColumn("run_id", F.lit("floor")))
+    elapsed = time.perf_counter() - start
+    assert brokers > 0
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--partitions", type=int, default=100_000, help="partitions in the whole fleet")
+    parser.add_argument("--clusters", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    spark = get_spark(app_name="partition-planner-bench")
+    with tempfile.TemporaryDirectory(prefix="pp-bench-") as tmp:
+        warehouse = Path(tmp) / "warehouse"
+        per_cluster = args.partitions // args.clusters
+        fleet = generate_fleet(clusters=args.clusters, topics=max(200, per_cluster // 30), partitions=per_cluster)
+        write_inputs(open_store(spark, str(warehouse)), fleet, "bench")
+        n_parts = len(fleet["partitions"])
+        print(f"fleet: {args.clusters} clusters, {len(fleet['brokers'])} brokers, {n_parts} partitions, "
+              f"{int(fleet['partitions']['replicas'].map(len).sum())} replicas")
+        # warm-up: JVM, Python workers, the first pandas UDF
+        reset_outputs(warehouse)
+        _, counts = time_plan(spark, warehouse)
+        reset_outputs(warehouse)
+        time_floor(spark, warehouse, counts)
+        plan_times, floor_times = [], []
+        for i in range(args.repeat):
+            reset_outputs(warehouse)
+            plan_s, counts = time_plan(spark, warehouse)
+            reset_outputs(warehouse)
+            floor_s = time_floor(spark, warehouse, counts)
+            plan_times.append(plan_s)
+            floor_times.append(floor_s)
+            print(f"  run {i + 1}: plan {plan_s:.2f}s  read+write floor {floor_s:.2f}s  ratio {plan_s / floor_s:.2f}")
+        plan_med, floor_med = statistics.median(plan_times), statistics.median(floor_times)
+        print(f"rows written per plan run: plans={counts['plans']} moves={counts['moves']} plan_runs={counts['plan_runs']}")
+        print(f"median end-to-end plan: {plan_med:.2f}s")
+        print(f"median bare read+write: {floor_med:.2f}s")
+        print(f"ratio plan / (read+write): {plan_med / floor_med:.2f}  (goal <= 2.0)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
