@@ -10,8 +10,15 @@ import pandas as pd
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
 
 DIFF_COLUMNS = [
-    "replicas", "leader", "epoch", "kind", "from_replicas", "from_leader",
-    "added_brokers", "removed_brokers", "bytes_to_move",
+    "replicas",
+    "leader",
+    "epoch",
+    "kind",
+    "from_replicas",
+    "from_leader",
+    "added_brokers",
+    "removed_brokers",
+    "bytes_to_move",
 ]
 
 
@@ -56,17 +63,28 @@ def diff_assignment(
             kind = None
         new_epoch = int(epoch) + (kind is not None) if (has_previous_plan and in_plan) else 1
         added = [b for b in tgt if b not in source]
-        rows.append((
-            tgt, tgt[0], new_epoch, kind,
-            list(source) if kind else None, source[0] if kind else None,
-            added if kind else None, [b for b in source if b not in tgt] if kind else None,
-            len(added) * int(size) if kind else None,
-        ))
+        rows.append(
+            (
+                tgt,
+                tgt[0],
+                new_epoch,
+                kind,
+                list(source) if kind else None,
+                source[0] if kind else None,
+                added if kind else None,
+                [b for b in source if b not in tgt] if kind else None,
+                len(added) * int(size) if kind else None,
+            )
+        )
     return pd.DataFrame(rows, columns=DIFF_COLUMNS)
 
 
-def assign_waves(added: list[list[int] | None], removed: list[list[int] | None], bytes_to_move: list[int | None],
-                 per_broker_limit: int) -> list[int | None]:
+def assign_waves(
+    added: list[list[int] | None],
+    removed: list[list[int] | None],
+    bytes_to_move: list[int | None],
+    per_broker_limit: int,
+) -> list[int | None]:
     """Execution wave of every move (None where there is no move).
 
     Moves that copy data are packed largest first into the earliest wave in

@@ -62,7 +62,8 @@ def replica_loads(bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarr
 def partition_load(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray) -> np.ndarray:
     """Total load one partition puts on the cluster: its leader plus RF - 1 followers."""
     leader, follower = replica_loads(bytes_in, bytes_out)
-    return leader + (rf - 1) * follower
+    total: np.ndarray = leader + (rf - 1) * follower
+    return total
 
 
 def _flatten(assignment: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -121,8 +122,9 @@ def _spread(values: pd.Series) -> int:
     return int(values.max() - values.min()) if len(values) else 0
 
 
-def quality(assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray,
-            brokers: pd.DataFrame, view: ClusterView) -> AssignmentQuality:
+def quality(
+    assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame, view: ClusterView
+) -> AssignmentQuality:
     table = broker_table(assignment, bytes_in, bytes_out, brokers)
     on_eligible = table[table["eligible"]]
     return AssignmentQuality(
@@ -169,8 +171,9 @@ def minimum_moves(before: list[list[int]], rf: np.ndarray, view: ClusterView) ->
     return forced + sum(max(0, c - ceiling) for c in kept_counts.values())
 
 
-def plan_metrics(partitions: pd.DataFrame, before: list[list[int]], after: list[list[int]],
-                 brokers: pd.DataFrame, view: ClusterView) -> PlanMetrics:
+def plan_metrics(
+    partitions: pd.DataFrame, before: list[list[int]], after: list[list[int]], brokers: pd.DataFrame, view: ClusterView
+) -> PlanMetrics:
     """All plan_runs quality columns for going from ``before`` to ``after``."""
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     bytes_out = partitions["bytes_out"].to_numpy(dtype=float)

@@ -86,7 +86,10 @@ def prepare_brokers(brokers: pd.DataFrame, constraints: Constraints) -> pd.DataF
     """
     pdf = brokers.sort_values("broker_id", kind="stable").reset_index(drop=True)
     ids = pdf["broker_id"].astype("int64")
-    weights = [_resolved_weight(w, c) for w, c in zip(pdf.get("weight", [None] * len(pdf)), pdf.get("cores", [None] * len(pdf)))]
+    weights = [
+        _resolved_weight(w, c)
+        for w, c in zip(pdf.get("weight", [None] * len(pdf)), pdf.get("cores", [None] * len(pdf)))
+    ]
     racks = pdf["rack"] if "rack" in pdf else pd.Series([None] * len(pdf))
     domains = [str(r) if r is not None and not pd.isna(r) else f"broker:{b}" for r, b in zip(racks, ids)]
     eligible = (pdf["state"] == ACTIVE) & ~ids.isin(list(constraints.excluded_brokers))
@@ -113,7 +116,9 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
     pdf = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
     current = [list(map(int, r)) for r in pdf["replicas"]]
     if "baseline_replicas" in pdf:
-        baseline = [list(map(int, b)) if b is not None and len(b) else c for b, c in zip(pdf["baseline_replicas"], current)]
+        baseline = [
+            list(map(int, b)) if b is not None and len(b) else c for b, c in zip(pdf["baseline_replicas"], current)
+        ]
     else:
         baseline = current
     rf = [constraints.rf_for(t, len(c)) for t, c in zip(pdf["topic"], current)]
@@ -175,6 +180,8 @@ class ClusterView:
         return out
 
 
-def assignment_frame(topics: list[str] | np.ndarray, partitions: list[int] | np.ndarray, replicas: list[list[int]]) -> pd.DataFrame:
+def assignment_frame(
+    topics: list[str] | np.ndarray, partitions: list[int] | np.ndarray, replicas: list[list[int]]
+) -> pd.DataFrame:
     """The strategies' return value: ``topic, partition, replicas``."""
     return pd.DataFrame({"topic": topics, "partition": partitions, "replicas": replicas}, columns=ASSIGNMENT_COLUMNS)

@@ -28,8 +28,19 @@ STRATEGIES: dict[str, Strategy] = {
 COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
 
 PLANNED_COLUMNS = [
-    "topic", "partition", "replicas", "leader", "load", "epoch", "kind", "from_replicas", "from_leader",
-    "added_brokers", "removed_brokers", "bytes_to_move", "wave",
+    "topic",
+    "partition",
+    "replicas",
+    "leader",
+    "load",
+    "epoch",
+    "kind",
+    "from_replicas",
+    "from_leader",
+    "added_brokers",
+    "removed_brokers",
+    "bytes_to_move",
+    "wave",
 ]
 
 
@@ -120,19 +131,35 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     target = [list(map(int, r)) for r in assignment["replicas"]]
 
     ordered = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
-    epochs = pd.to_numeric(ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered)))
+    epochs = pd.to_numeric(
+        ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered))
+    )
     in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(ordered), dtype=bool)
     baseline = prepared["baseline"].tolist()
-    diff = diff_assignment(target, baseline, prepared["current"].tolist(), in_plan,
-                           epochs.fillna(0).to_numpy(dtype=np.int64), prepared["size_bytes"].to_numpy(), request.has_previous_plan)
-    diff["wave"] = assign_waves(diff["added_brokers"].tolist(), diff["removed_brokers"].tolist(),
-                                diff["bytes_to_move"].tolist(), request.wave_broker_limit)
+    diff = diff_assignment(
+        target,
+        baseline,
+        prepared["current"].tolist(),
+        in_plan,
+        epochs.fillna(0).to_numpy(dtype=np.int64),
+        prepared["size_bytes"].to_numpy(),
+        request.has_previous_plan,
+    )
+    diff["wave"] = assign_waves(
+        diff["added_brokers"].tolist(),
+        diff["removed_brokers"].tolist(),
+        diff["bytes_to_move"].tolist(),
+        request.wave_broker_limit,
+    )
     planned = pd.concat([prepared[["topic", "partition"]], diff], axis=1)
-    planned["load"] = partition_load(prepared["bytes_in"].to_numpy(), prepared["bytes_out"].to_numpy(), prepared["rf"].to_numpy())
+    planned["load"] = partition_load(
+        prepared["bytes_in"].to_numpy(), prepared["bytes_out"].to_numpy(), prepared["rf"].to_numpy()
+    )
     metrics = plan_metrics(prepared, baseline, planned["replicas"].tolist(), prepared_brokers, view)
 
-    unchanged = (planned["kind"].isna().all() and request.has_previous_plan
-                 and request.previous_partitions == len(planned))
+    unchanged = (
+        planned["kind"].isna().all() and request.has_previous_plan and request.previous_partitions == len(planned)
+    )
     if unchanged:
         notes.append("nothing to change: the plan in force already is this plan")
     return PlanResult(SKIPPED if unchanged else COMMITTED, planned[PLANNED_COLUMNS], metrics, notes=notes)

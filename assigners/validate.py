@@ -31,7 +31,9 @@ def _raise_if(rows: list[str], detail: str, table: str) -> None:
 
 def validate_brokers(brokers: pd.DataFrame) -> None:
     """Broker rows: unique ids, known states, positive weights and caps."""
-    _raise_if([f"broker_id={b}" for b in brokers.loc[brokers["broker_id"].isna(), "broker_id"]], "null broker_id", "brokers")
+    _raise_if(
+        [f"broker_id={b}" for b in brokers.loc[brokers["broker_id"].isna(), "broker_id"]], "null broker_id", "brokers"
+    )
     dup = brokers["broker_id"][brokers["broker_id"].duplicated(keep=False)]
     _raise_if([f"broker_id={b}" for b in sorted(set(dup))], "duplicate broker_id", "brokers")
     bad_state = brokers[~brokers["state"].isin(BROKER_STATES)]
@@ -47,16 +49,18 @@ def validate_brokers(brokers: pd.DataFrame) -> None:
         bad = brokers[values.notna() & (values < 0 if column == "max_partitions" else values <= 0)]
         if column == "disk_capacity_bytes":
             bad = brokers[values.notna() & (values < 0)]
-        _raise_if([f"broker_id={b} {column}={v}" for b, v in zip(bad["broker_id"], bad[column])], f"invalid {column}", "brokers")
+        _raise_if(
+            [f"broker_id={b} {column}={v}" for b, v in zip(bad["broker_id"], bad[column])],
+            f"invalid {column}",
+            "brokers",
+        )
 
 
 def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) -> None:
     """Partition rows: unique (topic, partition), non-empty replica lists on known brokers."""
     known = set(int(b) for b in known_brokers)
     dup = partitions[partitions.duplicated(["topic", "partition"], keep=False)]
-    _raise_if(
-        sorted({_tp(t, p) for t, p in zip(dup["topic"], dup["partition"])}), "duplicate partition", "partitions"
-    )
+    _raise_if(sorted({_tp(t, p) for t, p in zip(dup["topic"], dup["partition"])}), "duplicate partition", "partitions")
     neg = partitions[partitions["partition"] < 0]
     _raise_if([_tp(t, p) for t, p in zip(neg["topic"], neg["partition"])], "negative partition number", "partitions")
     empty, unknown, repeated = [], [], []
@@ -157,4 +161,6 @@ def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame,
 def validate_plan(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView) -> None:
     violations = plan_violations(prepared_partitions, assignment, view)
     if violations:
-        raise ConstraintViolationError(f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations)
+        raise ConstraintViolationError(
+            f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations
+        )

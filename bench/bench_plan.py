@@ -51,31 +51,65 @@ def time_plan(spark, warehouse: Path) -> tuple[float, dict[str, int]]:
 
 def time_floor(spark, warehouse: Path, counts: dict[str, int]) -> float:
     """Read every input row, then write as many plan/move/run rows as the job does."""
-    store = open_store(spark, str(warehouse), {"plans": str(warehouse / "floor_plans"),
-                                                 "moves": str(warehouse / "floor_moves"),
-                                                 "plan_runs": str(warehouse / "floor_runs")})
+    store = open_store(
+        spark,
+        str(warehouse),
+        {
+            "plans": str(warehouse / "floor_plans"),
+            "moves": str(warehouse / "floor_moves"),
+            "plan_runs": str(warehouse / "floor_runs"),
+        },
+    )
     start = time.perf_counter()
     parts = store.read("partitions")
     joined = parts.join(store.read("throughput"), on=["cluster_id", "snapshot_ts", "topic", "partition"], how="left")
     brokers = store.read("brokers").count()
     plans = joined.select(
-        "cluster_id", F.lit(1).cast("long").alias("plan_version"), F.lit("floor").alias("run_id"), "snapshot_ts",
-        F.lit("none").alias("strategy"), "topic", "partition", "replicas", F.col("replicas")[0].alias("leader"),
-        F.col("bytes_in_per_sec").alias("load"), F.lit(1).cast("long").alias("epoch"),
+        "cluster_id",
+        F.lit(1).cast("long").alias("plan_version"),
+        F.lit("floor").alias("run_id"),
+        "snapshot_ts",
+        F.lit("none").alias("strategy"),
+        "topic",
+        "partition",
+        "replicas",
+        F.col("replicas")[0].alias("leader"),
+        F.col("bytes_in_per_sec").alias("load"),
+        F.lit(1).cast("long").alias("epoch"),
     ).select(PLANS.column_names)
     store.append("plans", plans)
-    moves = plans.limit(counts["moves"]).select(
-        "cluster_id", "plan_version", "run_id", "topic", "partition", F.lit("reassign").alias("kind"),
-        F.col("replicas").alias("from_replicas"), F.col("replicas").alias("to_replicas"),
-        F.col("leader").alias("from_leader"), F.col("leader").alias("to_leader"),
-        F.col("replicas").alias("added_brokers"), F.array().cast("array<int>").alias("removed_brokers"),
-        F.lit(0).cast("long").alias("bytes_to_move"), F.lit(1).alias("wave"), "epoch",
-    ).select(MOVES.column_names)
+    moves = (
+        plans.limit(counts["moves"])
+        .select(
+            "cluster_id",
+            "plan_version",
+            "run_id",
+            "topic",
+            "partition",
+            F.lit("reassign").alias("kind"),
+            F.col("replicas").alias("from_replicas"),
+            F.col("replicas").alias("to_replicas"),
+            F.col("leader").alias("from_leader"),
+            F.col("leader").alias("to_leader"),
+            F.col("replicas").alias("added_brokers"),
+            F.array().cast("array<int>").alias("removed_brokers"),
+            F.lit(0).cast("long").alias("bytes_to_move"),
+            F.lit(1).alias("wave"),
+            "epoch",
+        )
+        .select(MOVES.column_names)
+    )
     store.append("moves", moves)
     runs = spark.createDataFrame([], PLAN_RUNS.spark_schema()).unionByName(
-        plans.groupBy("cluster_id").agg(F.count("*").alias("partitions")).select(
-            *[F.col(c) if c in ("cluster_id", "partitions") else F.lit(None).cast(t).alias(c)
-              for c, t in ((f.name, f.dataType) for f in PLAN_RUNS.spark_schema().fields)]))
+        plans.groupBy("cluster_id")
+        .agg(F.count("*").alias("partitions"))
+        .select(
+            *[
+                F.col(c) if c in ("cluster_id", "partitions") else F.lit(None).cast(t).alias(c)
+                for c, t in ((f.name, f.dataType) for f in PLAN_RUNS.spark_schema().fields)
+            ]
+        )
+    )
     store.append("plan_runs", runs.withColumn("status", F.lit("committed")).withColumn("run_id", F.lit("floor")))
     elapsed = time.perf_counter() - start
     assert brokers > 0
@@ -96,8 +130,10 @@ def main() -> int:
         fleet = generate_fleet(clusters=args.clusters, topics=max(200, per_cluster // 30), partitions=per_cluster)
         write_inputs(open_store(spark, str(warehouse)), fleet, "bench")
         n_parts = len(fleet["partitions"])
-        print(f"fleet: {args.clusters} clusters, {len(fleet['brokers'])} brokers, {n_parts} partitions, "
-              f"{int(fleet['partitions']['replicas'].map(len).sum())} replicas")
+        print(
+            f"fleet: {args.clusters} clusters, {len(fleet['brokers'])} brokers, {n_parts} partitions, "
+            f"{int(fleet['partitions']['replicas'].map(len).sum())} replicas"
+        )
         # warm-up: JVM, Python workers, the first pandas UDF
         reset_outputs(warehouse)
         _, counts = time_plan(spark, warehouse)
@@ -113,7 +149,8 @@ def main() -> int:
             floor_times.append(floor_s)
             print(f"  run {i + 1}: plan {plan_s:.2f}s  read+write floor {floor_s:.2f}s  ratio {plan_s / floor_s:.2f}")
         plan_med, floor_med = statistics.median(plan_times), statistics.median(floor_times)
-        print(f"rows written per plan run: plans={counts['plans']} moves={counts['moves']} plan_runs={counts['plan_runs']}")
+        written = " ".join(f"{name}={n}" for name, n in counts.items())
+        print(f"rows written per plan run: {written}")
         print(f"median end-to-end plan: {plan_med:.2f}s")
         print(f"median bare read+write: {floor_med:.2f}s")
         print(f"ratio plan / (read+write): {plan_med / floor_med:.2f}  (goal <= 2.0)")

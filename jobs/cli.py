@@ -13,8 +13,11 @@ USAGE_ERROR = 2
 
 
 def _export(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="partition-planner export", allow_abbrev=False,
-                                     description="Write Kafka's reassignment JSON for one plan version.")
+    parser = argparse.ArgumentParser(
+        prog="partition-planner export",
+        allow_abbrev=False,
+        description="Write Kafka's reassignment JSON for one plan version.",
+    )
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--plan-version", type=int, help="default: the latest committed")
@@ -37,8 +40,11 @@ def _export(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="partition-planner report", allow_abbrev=False,
-                                     description="Write per-cluster plan reports (markdown + CSV).")
+    parser = argparse.ArgumentParser(
+        prog="partition-planner report",
+        allow_abbrev=False,
+        description="Write per-cluster plan reports (markdown + CSV).",
+    )
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster")
     parser.add_argument("--plan-version", type=int)
@@ -59,9 +65,12 @@ def _report(argv: list[str]) -> int:
 
 
 def _sql(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="partition-planner sql", allow_abbrev=False,
-                                     description="Run Spark SQL over the tables (plans/moves: committed rows only; "
-                                                 "plans_raw, moves_raw, plans_latest also defined).")
+    parser = argparse.ArgumentParser(
+        prog="partition-planner sql",
+        allow_abbrev=False,
+        description="Run Spark SQL over the tables (plans/moves: committed rows only; "
+        "plans_raw, moves_raw, plans_latest also defined).",
+    )
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--limit", type=int, default=100, help="rows to print")
     parser.add_argument("--config")

@@ -114,15 +114,26 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
     for name, location in tables.items():
         if not isinstance(location, str) or not location:
             raise ConfigError(f"{source}: tables.{name} must be a non-empty path")
-    strategy = check_strategy(_typed(planner, "strategy", str, "round_robin", "planner.", source), "planner.strategy", source)
+    strategy = check_strategy(
+        _typed(planner, "strategy", str, "round_robin", "planner.", source), "planner.strategy", source
+    )
     seed = _typed(planner, "seed", int, 0, "planner.", source)
     limit = _typed(planner, "wave_broker_limit", int, 10, "planner.", source)
     if limit < 1:
         raise ConfigError(f"{source}: planner.wave_broker_limit must be >= 1, got {limit}")
     constraints = _constraints(raw.get("constraints", {}), "constraints", source)
     overrides = _cluster_overrides(raw.get("clusters", {}), source)
-    return Config(source, _typed(job, "warehouse", str, None, "job.", source), store, dict(tables), strategy, seed,
-                  limit, constraints, overrides)
+    return Config(
+        source,
+        _typed(job, "warehouse", str, None, "job.", source),
+        store,
+        dict(tables),
+        strategy,
+        seed,
+        limit,
+        constraints,
+        overrides,
+    )
 
 
 def _check_keys(table: Mapping[str, Any], known: set[str], prefix: str, source: str) -> None:
@@ -153,7 +164,9 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
         raise ConfigError(f"{source}: {prefix}.excluded_brokers must be a list of broker ids, got {excluded!r}")
     rack_aware = _typed(raw, "rack_aware", bool, True, f"{prefix}.", source)
     rf = raw.get("replication_factor", {})
-    if not isinstance(rf, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in rf.values()):
+    if not isinstance(rf, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in rf.values()
+    ):
         raise ConfigError(f"{source}: {prefix}.replication_factor must map topic names to integers >= 1, got {rf!r}")
     default_rf = raw.get("default_replication_factor")
     if default_rf is not None and (not isinstance(default_rf, int) or isinstance(default_rf, bool) or default_rf < 1):
@@ -170,8 +183,9 @@ def _cluster_overrides(raw: Mapping[str, Any], source: str) -> dict[str, dict[st
         _check_keys(section, {"strategy", "constraints"}, f"{prefix}.", source)
         entry: dict[str, Any] = {}
         if "strategy" in section:
-            entry["strategy"] = check_strategy(_typed(section, "strategy", str, None, f"{prefix}.", source),
-                                          f"{prefix}.strategy", source)
+            entry["strategy"] = check_strategy(
+                _typed(section, "strategy", str, None, f"{prefix}.", source), f"{prefix}.strategy", source
+            )
         if "constraints" in section:
             _constraints(section["constraints"], f"{prefix}.constraints", source)  # validate now, merge later
             entry["constraints"] = dict(section["constraints"])

@@ -21,7 +21,7 @@ from schemas import BROKERS, PARTITIONS, THROUGHPUT
 
 log = logging.getLogger("partition_planner.demo")
 
-DEMO_SNAPSHOT = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+DEMO_SNAPSHOT = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 DEFAULT_BROKERS = (6, 12, 24)
 DEFAULT_TOPICS = 200
 DEFAULT_PARTITIONS = 3000
@@ -29,23 +29,45 @@ RF2_SHARE = 0.15
 RETENTION_SECONDS = 6 * 3600
 
 
-def generate_fleet(clusters: int = 3, brokers: int | None = None, racks: int = 3, topics: int | None = None,
-                   partitions: int | None = None, seed: int = 0,
-                   snapshot_ts: dt.datetime = DEMO_SNAPSHOT) -> dict[str, pd.DataFrame]:
+def generate_fleet(
+    clusters: int = 3,
+    brokers: int | None = None,
+    racks: int = 3,
+    topics: int | None = None,
+    partitions: int | None = None,
+    seed: int = 0,
+    snapshot_ts: dt.datetime = DEMO_SNAPSHOT,
+) -> dict[str, pd.DataFrame]:
     """The three input tables of a synthetic fleet, as pandas frames (deterministic in ``seed``)."""
     frames: dict[str, list[pd.DataFrame]] = {"brokers": [], "partitions": [], "throughput": []}
     for k in range(clusters):
         rng = np.random.default_rng([seed, k])
         n_brokers = brokers or DEFAULT_BROKERS[k % len(DEFAULT_BROKERS)]
-        cluster = _cluster(f"cluster-{k + 1}", k, rng, n_brokers, racks, topics or DEFAULT_TOPICS,
-                           partitions or DEFAULT_PARTITIONS, snapshot_ts)
+        cluster = _cluster(
+            f"cluster-{k + 1}",
+            k,
+            rng,
+            n_brokers,
+            racks,
+            topics or DEFAULT_TOPICS,
+            partitions or DEFAULT_PARTITIONS,
+            snapshot_ts,
+        )
         for name, frame in cluster.items():
             frames[name].append(frame)
     return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
 
 
-def _cluster(cluster_id: str, k: int, rng: np.random.Generator, n_brokers: int, racks: int, n_topics: int,
-             n_partitions: int, ts: dt.datetime) -> dict[str, pd.DataFrame]:
+def _cluster(
+    cluster_id: str,
+    k: int,
+    rng: np.random.Generator,
+    n_brokers: int,
+    racks: int,
+    n_topics: int,
+    n_partitions: int,
+    ts: dt.datetime,
+) -> dict[str, pd.DataFrame]:
     ids = np.arange(1, n_brokers + 1)
     state = np.array(["active"] * n_brokers, dtype=object)
     holding = ids.copy()
@@ -53,11 +75,19 @@ def _cluster(cluster_id: str, k: int, rng: np.random.Generator, n_brokers: int, 
         holding = ids[:-1]
     elif k % 3 == 1:  # a dead broker still named in replica lists
         state[n_brokers // 2] = "dead"
-    brokers = pd.DataFrame({
-        "cluster_id": cluster_id, "snapshot_ts": ts, "broker_id": ids.astype("int32"),
-        "rack": [f"az{(b - 1) % racks + 1}" for b in ids], "state": state, "cores": np.int32(8),
-        "weight": None, "disk_capacity_bytes": None, "max_partitions": None,
-    })
+    brokers = pd.DataFrame(
+        {
+            "cluster_id": cluster_id,
+            "snapshot_ts": ts,
+            "broker_id": ids.astype("int32"),
+            "rack": [f"az{(b - 1) % racks + 1}" for b in ids],
+            "state": state,
+            "cores": np.int32(8),
+            "weight": None,
+            "disk_capacity_bytes": None,
+            "max_partitions": None,
+        }
+    )
     counts = _topic_partition_counts(rng, n_topics, n_partitions)
     topic_names = np.repeat([f"topic-{t:04d}" for t in range(len(counts))], counts)
     part_nums = np.concatenate([np.arange(c) for c in counts])
@@ -68,15 +98,28 @@ def _cluster(cluster_id: str, k: int, rng: np.random.Generator, n_brokers: int, 
     topic_rate = rng.zipf(1.1, len(counts)).clip(max=10_000).astype(float) * 200.0
     bytes_in = np.repeat(topic_rate / counts, counts) * rng.lognormal(0.0, 0.5, len(rf))
     fanout = np.repeat(rng.integers(1, 4, len(counts)), counts)
-    partitions = pd.DataFrame({
-        "cluster_id": cluster_id, "snapshot_ts": ts, "topic": topic_names, "partition": part_nums.astype("int32"),
-        "replicas": replicas, "leader": [r[0] for r in replicas],
-        "size_bytes": (bytes_in * RETENTION_SECONDS * rng.uniform(0.2, 1.0, len(rf))).astype("int64"),
-    })
-    throughput = pd.DataFrame({
-        "cluster_id": cluster_id, "snapshot_ts": ts, "topic": topic_names, "partition": part_nums.astype("int32"),
-        "bytes_in_per_sec": bytes_in, "bytes_out_per_sec": bytes_in * fanout, "messages_in_per_sec": bytes_in / 1_000,
-    })
+    partitions = pd.DataFrame(
+        {
+            "cluster_id": cluster_id,
+            "snapshot_ts": ts,
+            "topic": topic_names,
+            "partition": part_nums.astype("int32"),
+            "replicas": replicas,
+            "leader": [r[0] for r in replicas],
+            "size_bytes": (bytes_in * RETENTION_SECONDS * rng.uniform(0.2, 1.0, len(rf))).astype("int64"),
+        }
+    )
+    throughput = pd.DataFrame(
+        {
+            "cluster_id": cluster_id,
+            "snapshot_ts": ts,
+            "topic": topic_names,
+            "partition": part_nums.astype("int32"),
+            "bytes_in_per_sec": bytes_in,
+            "bytes_out_per_sec": bytes_in * fanout,
+            "messages_in_per_sec": bytes_in / 1_000,
+        }
+    )
     return {"brokers": brokers, "partitions": partitions, "throughput": throughput}
 
 
@@ -91,7 +134,7 @@ def _drifted_replicas(rng: np.random.Generator, holding: np.ndarray, rf: np.ndar
     popularity = np.log(rng.dirichlet(np.full(len(holding), 0.7)) + 1e-9)
     out: list[list[int]] = []
     for start in range(0, len(rf), 20_000):
-        chunk = rf[start:start + 20_000]
+        chunk = rf[start : start + 20_000]
         keys = popularity + rng.gumbel(size=(len(chunk), len(holding)))
         top = np.argsort(-keys, axis=1)[:, : int(rf.max())]
         out.extend(holding[row[:r]].tolist() for row, r in zip(top, chunk))
@@ -139,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.session import get_spark
     from jobs.store import open_store
 
-    parser = add_arguments(argparse.ArgumentParser(prog="partition-planner demo", allow_abbrev=False,
-                                                   description="Write a synthetic fleet, then plan it."))
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="partition-planner demo", allow_abbrev=False, description="Write a synthetic fleet, then plan it."
+        )
+    )
     args = parser.parse_args(argv)
     for name in ("clusters", "racks", "topics", "partitions"):
         if getattr(args, name) < 1:

@@ -98,7 +98,10 @@ def stage(spark: SparkSession, name: str, **fields: Any) -> Iterator[dict[str, A
 
 # -- snapshots and run identity ------------------------------------------------
 
-def select_snapshots(store: TableStore, as_of: dt.datetime | None, clusters: list[str] | None) -> dict[str, dt.datetime]:
+
+def select_snapshots(
+    store: TableStore, as_of: dt.datetime | None, clusters: list[str] | None
+) -> dict[str, dt.datetime]:
     """Newest snapshot at or before ``as_of`` of each cluster (from the partitions table)."""
     parts = store.read("partitions")
     if as_of is not None:
@@ -106,7 +109,7 @@ def select_snapshots(store: TableStore, as_of: dt.datetime | None, clusters: lis
     if clusters:
         parts = parts.where(F.col("cluster_id").isin(clusters))
     rows = parts.groupBy("cluster_id").agg(F.max("snapshot_ts").alias("snapshot_ts")).collect()
-    found = {r["cluster_id"]: r["snapshot_ts"].replace(tzinfo=dt.timezone.utc) for r in rows}
+    found = {r["cluster_id"]: r["snapshot_ts"].replace(tzinfo=dt.UTC) for r in rows}
     missing = sorted(set(clusters or []) - set(found))
     if missing:
         bound = f" at or before {as_of.isoformat()}" if as_of else ""
@@ -130,11 +133,16 @@ class History:
 
 
 def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History:
-    runs = (store.read_or_empty("plan_runs").where(F.col("cluster_id").isin(clusters))
-            .select("run_id", "cluster_id", "plan_version", "status", "error", "partitions").toPandas())
+    runs = (
+        store.read_or_empty("plan_runs")
+        .where(F.col("cluster_id").isin(clusters))
+        .select("run_id", "cluster_id", "plan_version", "status", "error", "partitions")
+        .toPandas()
+    )
     committed = runs[runs["status"] == COMMITTED].sort_values("plan_version")
-    last = {r.cluster_id: (int(r.plan_version), r.run_id, int(r.partitions or 0))
-            for r in committed.itertuples(index=False)}
+    last = {
+        r.cluster_id: (int(r.plan_version), r.run_id, int(r.partitions or 0)) for r in committed.itertuples(index=False)
+    }
     mine = runs[runs["run_id"] == run_id]
     done = {r.cluster_id: r.status for r in mine.itertuples(index=False) if r.status in (COMMITTED, SKIPPED)}
     failed: dict[str, set[str]] = {}
@@ -145,8 +153,10 @@ def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History
 
 # -- inputs ---------------------------------------------------------------------
 
-def build_inputs(spark: SparkSession, store: TableStore, snapshots: dict[str, dt.datetime],
-                 history: History) -> tuple[DataFrame, DataFrame]:
+
+def build_inputs(
+    spark: SparkSession, store: TableStore, snapshots: dict[str, dt.datetime], history: History
+) -> tuple[DataFrame, DataFrame]:
     """(partitions with loads and baseline, brokers) of the chosen snapshots."""
     snaps_df = F.broadcast(spark.createDataFrame(list(snapshots.items()), "cluster_id string, snapshot_ts timestamp"))
     brokers_df = store.read("brokers").join(snaps_df, on=["cluster_id", "snapshot_ts"], how="inner")
@@ -165,27 +175,41 @@ def with_throughput(partitions_df: DataFrame, throughput_df: DataFrame, snaps_df
         .where(F.col("tp_ts") <= F.col("snapshot_ts"))
         .withColumn("rank", F.row_number().over(window))
         .where(F.col("rank") == 1)
-        .select("cluster_id", "topic", "partition",
-                F.col("bytes_in_per_sec").alias("bytes_in"), F.col("bytes_out_per_sec").alias("bytes_out"))
+        .select(
+            "cluster_id",
+            "topic",
+            "partition",
+            F.col("bytes_in_per_sec").alias("bytes_in"),
+            F.col("bytes_out_per_sec").alias("bytes_out"),
+        )
     )
-    return (partitions_df.join(rates, on=["cluster_id", "topic", "partition"], how="left")
-            .withColumn("has_throughput", F.col("bytes_in").isNotNull()))
+    return partitions_df.join(rates, on=["cluster_id", "topic", "partition"], how="left").withColumn(
+        "has_throughput", F.col("bytes_in").isNotNull()
+    )
 
 
 def committed_plans(spark: SparkSession, store: TableStore, history: History) -> DataFrame:
     """Rows of each cluster's last committed plan version (the baseline)."""
     keys = [(c, v, r) for c, (v, r, _) in history.last_committed.items()]
     keys_df = spark.createDataFrame(keys, "cluster_id string, plan_version long, run_id string")
-    return store.read_or_empty("plans").join(F.broadcast(keys_df), on=["cluster_id", "plan_version", "run_id"], how="inner")
+    return store.read_or_empty("plans").join(
+        F.broadcast(keys_df), on=["cluster_id", "plan_version", "run_id"], how="inner"
+    )
 
 
 def with_baseline(partitions_df: DataFrame, plans_df: DataFrame) -> DataFrame:
-    baseline = plans_df.select("cluster_id", "topic", "partition",
-                               F.col("replicas").alias("baseline_replicas"), F.col("epoch").alias("baseline_epoch"))
+    baseline = plans_df.select(
+        "cluster_id",
+        "topic",
+        "partition",
+        F.col("replicas").alias("baseline_replicas"),
+        F.col("epoch").alias("baseline_epoch"),
+    )
     return partitions_df.join(baseline, on=["cluster_id", "topic", "partition"], how="left")
 
 
 # -- planning in Spark ------------------------------------------------------------
+
 
 def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Callable[..., pd.DataFrame]:
     """The cogrouped applyInPandas function; closes over plain values only (STYLE rule 3)."""
@@ -197,8 +221,12 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
         request = PlanRequest(
             cluster_id=cluster_id,
             strategy=spec["strategy"],
-            constraints=Constraints(frozenset(spec["excluded_brokers"]), spec["rack_aware"],
-                                    dict(spec["replication_factor"]), spec["default_replication_factor"]),
+            constraints=Constraints(
+                frozenset(spec["excluded_brokers"]),
+                spec["rack_aware"],
+                dict(spec["replication_factor"]),
+                spec["default_replication_factor"],
+            ),
             seed=spec["seed"],
             has_previous_plan=spec["has_previous_plan"],
             previous_partitions=spec["previous_partitions"],
@@ -206,19 +234,41 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
         )
         try:
             result = plan_cluster(brokers_pdf, partitions_pdf, request)
-            summary = {"status": result.status, "error": result.error, "notes": result.notes,
-                       "metrics": result.metrics.to_dict() if result.metrics else {}}
+            summary = {
+                "status": result.status,
+                "error": result.error,
+                "notes": result.notes,
+                "metrics": result.metrics.to_dict() if result.metrics else {},
+            }
             planned = result.planned if result.status == COMMITTED else result.planned.iloc[0:0]
         except Exception as exc:  # noqa: BLE001 - one cluster's bug must not sink the fleet
-            summary = {"status": FAILED, "error": f"cluster {cluster_id}: internal error: {exc!r}", "notes": [],
-                       "metrics": {}}
+            summary = {
+                "status": FAILED,
+                "error": f"cluster {cluster_id}: internal error: {exc!r}",
+                "notes": [],
+                "metrics": {},
+            }
             planned = pd.DataFrame(columns=columns)
-        planned = planned.assign(cluster_id=cluster_id, plan_version=spec["plan_version"], run_id=run_id,
-                                 snapshot_ts=pd.Timestamp(spec["snapshot_ts"]), strategy=request.strategy,
-                                 summary_json=None)
-        outcome = pd.DataFrame([{"cluster_id": cluster_id, "plan_version": spec["plan_version"], "run_id": run_id,
-                                 "strategy": request.strategy, "snapshot_ts": pd.Timestamp(spec["snapshot_ts"]),
-                                 "summary_json": json.dumps(summary, sort_keys=True)}])
+        planned = planned.assign(
+            cluster_id=cluster_id,
+            plan_version=spec["plan_version"],
+            run_id=run_id,
+            snapshot_ts=pd.Timestamp(spec["snapshot_ts"]),
+            strategy=request.strategy,
+            summary_json=None,
+        )
+        outcome = pd.DataFrame(
+            [
+                {
+                    "cluster_id": cluster_id,
+                    "plan_version": spec["plan_version"],
+                    "run_id": run_id,
+                    "strategy": request.strategy,
+                    "snapshot_ts": pd.Timestamp(spec["snapshot_ts"]),
+                    "summary_json": json.dumps(summary, sort_keys=True),
+                }
+            ]
+        )
         return coerce_to_spec(pd.concat([planned, outcome], ignore_index=True), PLANNED)
 
     return plan_group
@@ -239,8 +289,9 @@ def coerce_to_spec(pdf: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
     return out
 
 
-def plan_requests(config: Config, snapshots: dict[str, dt.datetime], history: History,
-                  strategy: str | None) -> dict[str, dict[str, Any]]:
+def plan_requests(
+    config: Config, snapshots: dict[str, dt.datetime], history: History, strategy: str | None
+) -> dict[str, dict[str, Any]]:
     out = {}
     for cluster_id, snapshot_ts in snapshots.items():
         settings = config.for_cluster(cluster_id, strategy)
@@ -258,8 +309,9 @@ def plan_requests(config: Config, snapshots: dict[str, dt.datetime], history: Hi
     return out
 
 
-def run_planner(partitions_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]],
-                run_id: str) -> DataFrame:
+def run_planner(
+    partitions_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]], run_id: str
+) -> DataFrame:
     return (
         partitions_df.groupBy("cluster_id")
         .cogroup(brokers_df.groupBy("cluster_id"))
@@ -269,22 +321,31 @@ def run_planner(partitions_df: DataFrame, brokers_df: DataFrame, requests: dict[
 
 # -- writing ----------------------------------------------------------------------
 
+
 def txn_id(run_id: str, cluster_id: str) -> str:
     return f"{APP_ID_PREFIX}/{run_id}/{cluster_id}"
 
 
-def write_plan_tables(store: TableStore, planned_df: DataFrame, outcomes: list[ClusterOutcome], run_id: str,
-                      metadata: dict[str, Any]) -> None:
+def write_plan_tables(
+    store: TableStore, planned_df: DataFrame, outcomes: list[ClusterOutcome], run_id: str, metadata: dict[str, Any]
+) -> None:
     """Append plans then moves for the committed clusters, skipping commits a crashed try already made."""
-    versions = {o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.already_done}
+    versions = {
+        o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.already_done
+    }
     for name, select in (("plans", plans_columns), ("moves", moves_columns)):
         pending = {c: v for c, v in versions.items() if store.txn_version(name, txn_id(run_id, c)) != v}
         if not pending:
             continue
         rows = planned_df.where(F.col("topic").isNotNull() & F.col("cluster_id").isin(sorted(pending)))
         with stage(store.spark, f"write_{name}", clusters=len(pending)) as info:
-            info["version"] = store.append(name, select(rows), supersede=Supersede(pending),
-                                           txns={txn_id(run_id, c): v for c, v in pending.items()}, metadata=metadata)
+            info["version"] = store.append(
+                name,
+                select(rows),
+                supersede=Supersede(pending),
+                txns={txn_id(run_id, c): v for c, v in pending.items()},
+                metadata=metadata,
+            )
 
 
 def plans_columns(planned_df: DataFrame) -> DataFrame:
@@ -298,47 +359,91 @@ def moves_columns(planned_df: DataFrame) -> DataFrame:
     )
 
 
-def plan_runs_rows(outcomes: list[ClusterOutcome], run_id: str, config_hash: str, started_at: dt.datetime,
-                   finished_at: dt.datetime) -> pd.DataFrame:
+def plan_runs_rows(
+    outcomes: list[ClusterOutcome], run_id: str, config_hash: str, started_at: dt.datetime, finished_at: dt.datetime
+) -> pd.DataFrame:
     rows = []
     for o in outcomes:
         m = o.metrics
-        rows.append({
-            "run_id": run_id, "cluster_id": o.cluster_id, "plan_version": o.plan_version,
-            "snapshot_ts": o.snapshot_ts, "strategy": o.strategy, "status": o.status,
-            "error": o.error if o.status == FAILED else ("; ".join(o.notes) or None),
-            "config_hash": config_hash, "started_at": started_at, "finished_at": finished_at,
-            "notes": "; ".join(o.notes) or None,
-            **{k: m.get(k) for k in (
-                "partitions", "replicas", "moves", "leader_moves", "bytes_to_move", "max_load_before",
-                "max_load_after", "load_lower_bound", "replica_spread_before", "replica_spread_after",
-                "rack_violations_before", "rack_violations_after", "min_moves", "leader_spread_before",
-                "leader_spread_after")},
-        })
+        rows.append(
+            {
+                "run_id": run_id,
+                "cluster_id": o.cluster_id,
+                "plan_version": o.plan_version,
+                "snapshot_ts": o.snapshot_ts,
+                "strategy": o.strategy,
+                "status": o.status,
+                "error": o.error if o.status == FAILED else ("; ".join(o.notes) or None),
+                "config_hash": config_hash,
+                "started_at": started_at,
+                "finished_at": finished_at,
+                "notes": "; ".join(o.notes) or None,
+                **{
+                    k: m.get(k)
+                    for k in (
+                        "partitions",
+                        "replicas",
+                        "moves",
+                        "leader_moves",
+                        "bytes_to_move",
+                        "max_load_before",
+                        "max_load_after",
+                        "load_lower_bound",
+                        "replica_spread_before",
+                        "replica_spread_after",
+                        "rack_violations_before",
+                        "rack_violations_after",
+                        "min_moves",
+                        "leader_spread_before",
+                        "leader_spread_after",
+                    )
+                },
+            }
+        )
     return pd.DataFrame(rows, columns=PLAN_RUNS.column_names)
 
 
-def write_plan_runs(spark: SparkSession, store: TableStore, outcomes: list[ClusterOutcome], history: History,
-                    run_id: str, config_hash: str, started_at: dt.datetime, metadata: dict[str, Any]) -> None:
+def write_plan_runs(
+    spark: SparkSession,
+    store: TableStore,
+    outcomes: list[ClusterOutcome],
+    history: History,
+    run_id: str,
+    config_hash: str,
+    started_at: dt.datetime,
+    metadata: dict[str, Any],
+) -> None:
     """The commit marker: one row per cluster, except repeats of an already recorded failure."""
-    fresh = [o for o in outcomes if not o.already_done
-             and not (o.status == FAILED and o.error in history.failed_errors.get(o.cluster_id, set()))]
+    fresh = [
+        o
+        for o in outcomes
+        if not o.already_done and not (o.status == FAILED and o.error in history.failed_errors.get(o.cluster_id, set()))
+    ]
     if not fresh:
         return
-    pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, config_hash, started_at, dt.datetime.now(dt.timezone.utc)),
-                         PLAN_RUNS)
+    pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, config_hash, started_at, dt.datetime.now(dt.UTC)), PLAN_RUNS)
     with stage(spark, "write_plan_runs", rows=len(pdf)) as info:
-        info["version"] = store.append("plan_runs", spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()),
-                                       metadata=metadata)
+        info["version"] = store.append(
+            "plan_runs", spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()), metadata=metadata
+        )
 
 
 # -- the job ------------------------------------------------------------------------
 
-def run_plan(spark: SparkSession, store: TableStore, config: Config, *, clusters: list[str] | None = None,
-             as_of: dt.datetime | None = None, run_id: str | None = None, strategy: str | None = None,
-             dry_run: bool = False) -> RunReport:
+
+def run_plan(
+    spark: SparkSession,
+    store: TableStore,
+    config: Config,
+    *,
+    clusters: list[str] | None = None,
+    as_of: dt.datetime | None = None,
+    run_id: str | None = None,
+    strategy: str | None = None,
+    dry_run: bool = False,
+) -> RunReport:
     """Plan every selected cluster and commit the results (unless ``dry_run``)."""
-    started_at = dt.datetime.now(dt.timezone.utc)
+    started_at = dt.datetime.now(dt.UTC)
     with stage(spark, "select_snapshots") as info:
         snapshots = select_snapshots(store, as_of, clusters)
         info["clusters"] = len(snapshots)
@@ -348,8 +453,12 @@ def run_plan(spark: SparkSession, store: TableStore, config: Config, *, clusters
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 
     requests = plan_requests(config, snapshots, history, strategy)
-    done = [ClusterOutcome(c, s, history.last_committed.get(c, (None,))[0], snapshots[c], requests[c]["strategy"],
-                           already_done=True) for c, s in history.done.items()]
+    done = [
+        ClusterOutcome(
+            c, s, history.last_committed.get(c, (None,))[0], snapshots[c], requests[c]["strategy"], already_done=True
+        )
+        for c, s in history.done.items()
+    ]
     todo = {c: ts for c, ts in snapshots.items() if c not in history.done}
     if not todo:
         return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run)
@@ -357,11 +466,24 @@ def run_plan(spark: SparkSession, store: TableStore, config: Config, *, clusters
     partitions_df, brokers_df = build_inputs(spark, store, todo, history)
     planned_df = run_planner(partitions_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
-        outcomes = [_outcome(row, snapshots) for row in planned_df.where(F.col("topic").isNull())
-                    .select("cluster_id", "plan_version", "strategy", "summary_json").collect()]
-        outcomes += [ClusterOutcome(c, FAILED, requests[c]["plan_version"], ts, requests[c]["strategy"],
-                                    error=f"cluster {c}: no rows in table partitions for snapshot {ts.isoformat()}")
-                     for c, ts in todo.items() if c not in {o.cluster_id for o in outcomes}]
+        outcomes = [
+            _outcome(row, snapshots)
+            for row in planned_df.where(F.col("topic").isNull())
+            .select("cluster_id", "plan_version", "strategy", "summary_json")
+            .collect()
+        ]
+        outcomes += [
+            ClusterOutcome(
+                c,
+                FAILED,
+                requests[c]["plan_version"],
+                ts,
+                requests[c]["strategy"],
+                error=f"cluster {c}: no rows in table partitions for snapshot {ts.isoformat()}",
+            )
+            for c, ts in todo.items()
+            if c not in {o.cluster_id for o in outcomes}
+        ]
         outcomes.sort(key=lambda o: o.cluster_id)
         info["committed"] = sum(o.status == COMMITTED for o in outcomes)
         info["failed"] = sum(o.status == FAILED for o in outcomes)
@@ -378,8 +500,12 @@ def _outcome(row: Any, snapshots: dict[str, dt.datetime]) -> ClusterOutcome:
     status = summary["status"]
     version = int(row["plan_version"])
     return ClusterOutcome(
-        cluster_id=row["cluster_id"], status=status,
+        cluster_id=row["cluster_id"],
+        status=status,
         plan_version=version if status != SKIPPED else (version - 1 or None),
-        snapshot_ts=snapshots[row["cluster_id"]], strategy=row["strategy"],
-        error=summary["error"], metrics=summary["metrics"], notes=summary["notes"],
+        snapshot_ts=snapshots[row["cluster_id"]],
+        strategy=row["strategy"],
+        error=summary["error"],
+        metrics=summary["metrics"],
+        notes=summary["notes"],
     )

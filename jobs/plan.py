@@ -19,10 +19,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--warehouse", help="folder or URI holding the Delta tables (default: the config's)")
     parser.add_argument("--config", help="TOML config (default: conf/local.toml, else built-in defaults)")
     parser.add_argument("--strategy", help="assigner for every cluster, overriding the config")
-    parser.add_argument("--cluster", action="append", dest="clusters", metavar="ID",
-                        help="plan only this cluster (repeatable; default: every cluster)")
-    parser.add_argument("--as-of", type=parse_timestamp, metavar="TS",
-                        help="plan from the newest snapshot at or before TS (ISO date or time, UTC)")
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        dest="clusters",
+        metavar="ID",
+        help="plan only this cluster (repeatable; default: every cluster)",
+    )
+    parser.add_argument(
+        "--as-of",
+        type=parse_timestamp,
+        metavar="TS",
+        help="plan from the newest snapshot at or before TS (ISO date or time, UTC)",
+    )
     parser.add_argument("--run-id", help="idempotency key; default: derived from the snapshots and config hash")
     parser.add_argument("--dry-run", action="store_true", help="plan, validate and print; write nothing")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -34,18 +43,22 @@ def parse_timestamp(text: str) -> dt.datetime:
         value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not an ISO date or timestamp: {text!r}") from exc
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, level), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     logging.Formatter.converter = __import__("time").gmtime  # UTC timestamps in every line
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = add_arguments(argparse.ArgumentParser(prog="partition-planner plan", allow_abbrev=False,
-                                                   description="Plan partition replicas for every cluster."))
+    parser = add_arguments(
+        argparse.ArgumentParser(
+            prog="partition-planner plan", allow_abbrev=False, description="Plan partition replicas for every cluster."
+        )
+    )
     args = parser.parse_args(argv)
     setup_logging(args.log_level)
     return run(args)
@@ -67,8 +80,16 @@ def run(args: argparse.Namespace) -> int:
         spark = get_spark()
         store = open_store(spark, warehouse, config.tables, config.store)
         log.info("config source=%s warehouse=%s store=%s", config.source, warehouse, store.backend)
-        report = run_plan(spark, store, config, clusters=args.clusters, as_of=args.as_of, run_id=args.run_id,
-                          strategy=args.strategy, dry_run=args.dry_run)
+        report = run_plan(
+            spark,
+            store,
+            config,
+            clusters=args.clusters,
+            as_of=args.as_of,
+            run_id=args.run_id,
+            strategy=args.strategy,
+            dry_run=args.dry_run,
+        )
     except (ConfigError, UsageError, TableNotFoundError) as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return 2

@@ -25,8 +25,7 @@ COMMIT_KEYS = ["cluster_id", "plan_version", "run_id"]
 
 
 def committed_runs(store: TableStore) -> DataFrame:
-    return (store.read_or_empty("plan_runs").where(F.col("status") == "committed")
-            .select(*COMMIT_KEYS).distinct())
+    return store.read_or_empty("plan_runs").where(F.col("status") == "committed").select(*COMMIT_KEYS).distinct()
 
 
 def committed(store: TableStore, name: str) -> DataFrame:
@@ -54,8 +53,7 @@ def register_views(spark: SparkSession, store: TableStore) -> list[str]:
 
 
 def latest_version(store: TableStore, cluster_id: str) -> int | None:
-    row = (committed_runs(store).where(F.col("cluster_id") == cluster_id)
-           .agg(F.max("plan_version").alias("v")).first())
+    row = committed_runs(store).where(F.col("cluster_id") == cluster_id).agg(F.max("plan_version").alias("v")).first()
     return None if row is None or row["v"] is None else int(row["v"])
 
 
@@ -65,32 +63,42 @@ def resolve_version(store: TableStore, cluster_id: str, plan_version: int | None
         raise LookupError(f"cluster {cluster_id} has no committed plan")
     if plan_version is None:
         return latest
-    exists = committed_runs(store).where((F.col("cluster_id") == cluster_id)
-                                         & (F.col("plan_version") == plan_version)).count()
+    exists = (
+        committed_runs(store)
+        .where((F.col("cluster_id") == cluster_id) & (F.col("plan_version") == plan_version))
+        .count()
+    )
     if not exists:
         raise LookupError(f"cluster {cluster_id} has no committed plan version {plan_version} (latest: {latest})")
     return plan_version
 
 
-def reassignment_json(store: TableStore, cluster_id: str, plan_version: int | None = None,
-                      wave: int | None = None) -> dict[str, Any]:
+def reassignment_json(
+    store: TableStore, cluster_id: str, plan_version: int | None = None, wave: int | None = None
+) -> dict[str, Any]:
     """Kafka's ``kafka-reassign-partitions --execute`` input for the moves of one plan version."""
     version = resolve_version(store, cluster_id, plan_version)
     moves = committed(store, "moves").where((F.col("cluster_id") == cluster_id) & (F.col("plan_version") == version))
     if wave is not None:
         moves = moves.where(F.col("wave") == wave)
     rows = moves.select("topic", "partition", "to_replicas").orderBy("topic", "partition").collect()
-    return {"version": 1, "partitions": [
-        {"topic": r["topic"], "partition": int(r["partition"]), "replicas": [int(b) for b in r["to_replicas"]]}
-        for r in rows
-    ]}
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": r["topic"], "partition": int(r["partition"]), "replicas": [int(b) for b in r["to_replicas"]]}
+            for r in rows
+        ],
+    }
 
 
-def write_report(spark: SparkSession, store: TableStore, out_dir: str, cluster_id: str | None = None,
-                 plan_version: int | None = None) -> list[str]:
+def write_report(
+    spark: SparkSession, store: TableStore, out_dir: str, cluster_id: str | None = None, plan_version: int | None = None
+) -> list[str]:
     """Per cluster: summary.md (the plan_runs row), brokers.csv (before/after), moves.csv."""
     runs = store.read_or_empty("plan_runs").where(F.col("status") == "committed")
-    clusters = [cluster_id] if cluster_id else sorted(r["cluster_id"] for r in runs.select("cluster_id").distinct().collect())
+    clusters = (
+        [cluster_id] if cluster_id else sorted(r["cluster_id"] for r in runs.select("cluster_id").distinct().collect())
+    )
     written = []
     for cid in clusters:
         version = resolve_version(store, cid, plan_version)
@@ -99,22 +107,32 @@ def write_report(spark: SparkSession, store: TableStore, out_dir: str, cluster_i
         run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
         brokers = _broker_report(spark, store, cid, version, run)
         brokers.to_csv(folder / "brokers.csv", index=False)
-        moves = (committed(store, "moves").where((F.col("cluster_id") == cid) & (F.col("plan_version") == version))
-                 .orderBy("wave", "topic", "partition").toPandas())
+        moves = (
+            committed(store, "moves")
+            .where((F.col("cluster_id") == cid) & (F.col("plan_version") == version))
+            .orderBy("wave", "topic", "partition")
+            .toPandas()
+        )
         moves.to_csv(folder / "moves.csv", index=False)
         (folder / "summary.md").write_text(_summary_md(cid, version, run, brokers, moves))
         written.append(str(folder))
     return written
 
 
-def _broker_report(spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series) -> pd.DataFrame:
+def _broker_report(
+    spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series
+) -> pd.DataFrame:
     from jobs.pipeline import with_throughput
 
-    snap = spark.createDataFrame([(cluster_id, run["snapshot_ts"].to_pydatetime())], "cluster_id string, snapshot_ts timestamp")
-    parts = with_throughput(store.read("partitions").join(snap, ["cluster_id", "snapshot_ts"], "inner"),
-                            store.read("throughput"), snap).toPandas()
-    brokers = prepare_brokers(store.read("brokers").join(snap, ["cluster_id", "snapshot_ts"], "inner").toPandas(),
-                              Constraints())
+    snap = spark.createDataFrame(
+        [(cluster_id, run["snapshot_ts"].to_pydatetime())], "cluster_id string, snapshot_ts timestamp"
+    )
+    parts = with_throughput(
+        store.read("partitions").join(snap, ["cluster_id", "snapshot_ts"], "inner"), store.read("throughput"), snap
+    ).toPandas()
+    brokers = prepare_brokers(
+        store.read("brokers").join(snap, ["cluster_id", "snapshot_ts"], "inner").toPandas(), Constraints()
+    )
     plans = committed(store, "plans").where(F.col("cluster_id") == cluster_id)
     after = plans.where(F.col("plan_version") == version).select("topic", "partition", "replicas").toPandas()
     before = plans.where(F.col("plan_version") == version - 1).select("topic", "partition", "replicas").toPandas()
@@ -123,9 +141,15 @@ def _broker_report(spark: SparkSession, store: TableStore, cluster_id: str, vers
     loads = parts[["topic", "partition", "bytes_in", "bytes_out"]].fillna(0.0)
 
     def table(assignment: pd.DataFrame) -> pd.DataFrame:
-        joined = assignment.merge(loads, on=["topic", "partition"], how="left").fillna({"bytes_in": 0.0, "bytes_out": 0.0})
-        return broker_table([list(map(int, r)) for r in joined["replicas"]], joined["bytes_in"].to_numpy(),
-                            joined["bytes_out"].to_numpy(), brokers)
+        joined = assignment.merge(loads, on=["topic", "partition"], how="left").fillna(
+            {"bytes_in": 0.0, "bytes_out": 0.0}
+        )
+        return broker_table(
+            [list(map(int, r)) for r in joined["replicas"]],
+            joined["bytes_in"].to_numpy(),
+            joined["bytes_out"].to_numpy(),
+            brokers,
+        )
 
     b, a = table(before), table(after)
     out = b[["broker_id", "eligible", "weight"]].copy()
@@ -143,8 +167,14 @@ def _summary_md(cluster_id: str, version: int, run: pd.Series, brokers: pd.DataF
 
     lines = [f"# Plan {cluster_id} v{version}", "", "| measure | value |", "|---|---|"]
     lines += [f"| {k} | {fmt(run[k])} |" for k in run.index if k not in ("cluster_id",)]
-    lines += ["", f"Moves by wave: {moves.groupby('wave').size().to_dict() if len(moves) else {}}", "",
-              "## Brokers", "", brokers.to_markdown(index=False) if _has_tabulate() else brokers.to_string(index=False)]
+    lines += [
+        "",
+        f"Moves by wave: {moves.groupby('wave').size().to_dict() if len(moves) else {}}",
+        "",
+        "## Brokers",
+        "",
+        brokers.to_markdown(index=False) if _has_tabulate() else brokers.to_string(index=False),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -65,8 +65,10 @@ class Supersede:
     floors: Mapping[str, int]
 
     def sql(self) -> str:
-        terms = [f"(cluster_id = '{c.replace(chr(39), chr(39) * 2)}' AND plan_version >= {int(v)})"
-                 for c, v in sorted(self.floors.items())]
+        terms = [
+            f"(cluster_id = '{c.replace(chr(39), chr(39) * 2)}' AND plan_version >= {int(v)})"
+            for c, v in sorted(self.floors.items())
+        ]
         return " OR ".join(terms) or "false"
 
     def column(self) -> Any:
@@ -104,8 +106,12 @@ class TableStore:
             raise TableSchemaError(
                 f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
             )
-        return df.select([F.col(f"`{f.name}`").cast(f.dataType).alias(f.name, metadata=f.metadata)
-                          for f in spec.spark_schema().fields])
+        return df.select(
+            [
+                F.col(f"`{f.name}`").cast(f.dataType).alias(f.name, metadata=f.metadata)
+                for f in spec.spark_schema().fields
+            ]
+        )
 
     # backend interface -------------------------------------------------
     def exists(self, name: str) -> bool:
@@ -117,8 +123,15 @@ class TableStore:
     def read(self, name: str, version: int | None = None) -> DataFrame:
         raise NotImplementedError
 
-    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
-               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+    def append(
+        self,
+        name: str,
+        df: DataFrame,
+        *,
+        supersede: Supersede | None = None,
+        txns: Mapping[str, int] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> int | None:
         raise NotImplementedError
 
     def txn_version(self, name: str, app_id: str) -> int | None:
@@ -177,13 +190,25 @@ class DeltaRsStore(TableStore):
         for c in cols:
             by_file[c] = adds[f"partition.{c}"].astype(object).where(adds[f"partition.{c}"].notna(), None)
         types = {f.name: f.dataType for f in schema.fields}
-        mapping = self.spark.createDataFrame(by_file, T.StructType([T.StructField(c, T.StringType()) for c in by_file.columns]))
+        mapping = self.spark.createDataFrame(
+            by_file, T.StructType([T.StructField(c, T.StringType()) for c in by_file.columns])
+        )
         mapping = mapping.select("_file", *(F.col(c).cast(types[c]).alias(c) for c in cols))
-        return (df.withColumn("_file", _path_key_column(F.col("_metadata.file_path")))
-                .join(F.broadcast(mapping), on="_file", how="left").drop("_file"))
+        return (
+            df.withColumn("_file", _path_key_column(F.col("_metadata.file_path")))
+            .join(F.broadcast(mapping), on="_file", how="left")
+            .drop("_file")
+        )
 
-    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
-               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+    def append(
+        self,
+        name: str,
+        df: DataFrame,
+        *,
+        supersede: Supersede | None = None,
+        txns: Mapping[str, int] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> int | None:
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import (
             CommitProperties,
@@ -209,19 +234,32 @@ class DeltaRsStore(TableStore):
         )
         arrow_schema = spec.arrow_schema()
         if not self.exists(name):
-            create_table_with_add_actions(uri, Schema.from_arrow(arrow_schema), adds, mode="error",
-                                          partition_by=list(spec.partition_by) or None, commit_properties=props)
+            create_table_with_add_actions(
+                uri,
+                Schema.from_arrow(arrow_schema),
+                adds,
+                mode="error",
+                partition_by=list(spec.partition_by) or None,
+                commit_properties=props,
+            )
         else:
             now_ms = int(time.time() * 1000)
             actions = [*adds, *(RemoveAction(p, True, now_ms, size, pv) for p, size, pv in removes)]
             table = DeltaTable(uri)  # reloaded right before committing
-            table.create_write_transaction(actions, mode="append", schema=arrow_schema,
-                                           partition_by=list(spec.partition_by) or None, commit_properties=props)
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=arrow_schema,
+                partition_by=list(spec.partition_by) or None,
+                commit_properties=props,
+            )
         version = self.version(name)
         log.info("commit table=%s version=%s files_added=%d files_removed=%d", name, version, len(adds), len(removes))
         return version
 
-    def _superseded(self, name: str, supersede: Supersede) -> tuple[list[tuple[str, int, dict[str, str]]], DataFrame | None]:
+    def _superseded(
+        self, name: str, supersede: Supersede
+    ) -> tuple[list[tuple[str, int, dict[str, str]]], DataFrame | None]:
         """Files holding superseded rows, and (rarely) rows of those files to keep."""
         from deltalake import DeltaTable
 
@@ -234,14 +272,22 @@ class DeltaRsStore(TableStore):
         high = adds["max.plan_version"] if "max.plan_version" in adds else pd.Series(float("nan"), index=adds.index)
         low = adds["min.plan_version"] if "min.plan_version" in adds else pd.Series(float("nan"), index=adds.index)
         hit = floors.notna() & ~(high < floors)  # unknown stats count as a hit
-        removes = [(unquote(p), int(size), {"cluster_id": c}) for p, size, c in
-                   zip(adds.loc[hit, "path"], adds.loc[hit, "size_bytes"], adds.loc[hit, "partition.cluster_id"])]
+        removes = [
+            (unquote(p), int(size), {"cluster_id": c})
+            for p, size, c in zip(
+                adds.loc[hit, "path"], adds.loc[hit, "size_bytes"], adds.loc[hit, "partition.cluster_id"]
+            )
+        ]
         mixed = bool((low[hit].isna() | (low[hit] < floors[hit])).any())
         if not mixed:
             return removes, None
         files = {posixpath.basename(p) for p, _, _ in removes}
-        kept = (self.read(name).withColumn("_file", F.col("_metadata.file_name"))
-                .where(F.col("_file").isin(sorted(files)) & ~supersede.column()).drop("_file"))
+        kept = (
+            self.read(name)
+            .withColumn("_file", F.col("_metadata.file_name"))
+            .where(F.col("_file").isin(sorted(files)) & ~supersede.column())
+            .drop("_file")
+        )
         return removes, kept.localCheckpoint()
 
 
@@ -252,7 +298,9 @@ def _path_key(path: str) -> str:
 
 def _path_key_column(col: Any) -> Any:
     """:func:`_path_key` of Spark's percent-encoded ``_metadata.file_path``."""
-    decoded = F.reflect(F.lit("java.net.URLDecoder"), F.lit("decode"), F.regexp_replace(col, r"\+", "%2B"), F.lit("UTF-8"))
+    decoded = F.reflect(
+        F.lit("java.net.URLDecoder"), F.lit("decode"), F.regexp_replace(col, r"\+", "%2B"), F.lit("UTF-8")
+    )
     return F.regexp_replace(F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), r"^/+", "")
 
 
@@ -332,8 +380,15 @@ class DeltaSparkStore(TableStore):
             reader = reader.option("versionAsOf", version)
         return self.conform(name, reader.load(self.location(name)))
 
-    def append(self, name: str, df: DataFrame, *, supersede: Supersede | None = None,
-               txns: Mapping[str, int] | None = None, metadata: Mapping[str, Any] | None = None) -> int | None:
+    def append(
+        self,
+        name: str,
+        df: DataFrame,
+        *,
+        supersede: Supersede | None = None,
+        txns: Mapping[str, int] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> int | None:
         spec = ALL_TABLES[name]
         writer = self.conform(name, df).write.format("delta").partitionBy(*spec.partition_by)
         writer = writer.option("userMetadata", json.dumps(dict(metadata or {}), sort_keys=True))
@@ -356,8 +411,9 @@ def has_delta_jvm(spark: SparkSession) -> bool:
         return False
 
 
-def open_store(spark: SparkSession, warehouse: str, locations: Mapping[str, str] | None = None,
-               backend: str = "auto") -> TableStore:
+def open_store(
+    spark: SparkSession, warehouse: str, locations: Mapping[str, str] | None = None, backend: str = "auto"
+) -> TableStore:
     """The native backend when Delta's JVM classes are present, else the delta-rs bridge."""
     if backend == "auto":
         backend = "delta-spark" if has_delta_jvm(spark) else "delta-rs"

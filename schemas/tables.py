@@ -79,7 +79,7 @@ class TableSpec:
 
 
 def _cols(*specs: tuple[str, str] | tuple[str, str, bool] | tuple[str, str, bool, str]) -> tuple[Column, ...]:
-    return tuple(Column(*spec) for spec in specs)  # type: ignore[arg-type]
+    return tuple(Column(*spec) for spec in specs)
 
 
 NOT_NULL = False

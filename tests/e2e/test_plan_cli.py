@@ -176,28 +176,45 @@ def test_export_report_and_sql(spark, warehouse, tmp_path, capsys):
     assert len(payload["partitions"]) == int((moves.cluster_id == "cluster-1").sum())
     first = payload["partitions"][0]
     assert set(first) == {"topic", "partition", "replicas"} and all(isinstance(b, int) for b in first["replicas"])
-    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--wave", "1", "--out", str(out)]) == 0
+    assert (
+        cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--wave", "1", "--out", str(out)]) == 0
+    )
     assert 0 < len(json.loads(out.read_text())["partitions"]) <= len(payload["partitions"])
     assert cli.main(["export", "--warehouse", warehouse, "--cluster", "nope"]) == 2
 
     report_dir = tmp_path / "report"
     assert cli.main(["report", "--warehouse", warehouse, "--out", str(report_dir)]) == 0
     brokers = pd.read_csv(report_dir / "cluster-1" / "v1" / "brokers.csv")
-    assert brokers["replicas_after"].sum() == table(warehouse, "plans").query("cluster_id == 'cluster-1'")["replicas"].map(len).sum()
+    assert (
+        brokers["replicas_after"].sum()
+        == table(warehouse, "plans").query("cluster_id == 'cluster-1'")["replicas"].map(len).sum()
+    )
     assert "# Plan cluster-1 v1" in (report_dir / "cluster-1" / "v1" / "summary.md").read_text()
 
     capsys.readouterr()
-    assert cli.main(["sql", "--warehouse", warehouse,
-                     "SELECT cluster_id, count(*) AS n FROM plans_latest GROUP BY cluster_id ORDER BY cluster_id"]) == 0
+    assert (
+        cli.main(
+            [
+                "sql",
+                "--warehouse",
+                warehouse,
+                "SELECT cluster_id, count(*) AS n FROM plans_latest GROUP BY cluster_id ORDER BY cluster_id",
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "cluster-1" in shown and "cluster-2" in shown
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["--config", "/nonexistent.toml"], "not found"),
-    (["--cluster", "cluster-9"], "cluster-9"),
-    (["--strategy", "magic"], "known strategies"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--config", "/nonexistent.toml"], "not found"),
+        (["--cluster", "cluster-9"], "cluster-9"),
+        (["--strategy", "magic"], "known strategies"),
+    ],
+)
 def test_usage_and_config_errors_exit_2(spark, warehouse, tmp_path, capsys, args, fragment):
     write_fleet(warehouse, small_fleet())
     assert plan(warehouse, *args) == 2

@@ -13,7 +13,7 @@ from jobs.store import Supersede, TableNotFoundError
 from schemas import BROKERS, PLANS
 
 pytestmark = pytest.mark.spark
-TS = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+TS = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def plan_rows(spark, cluster, version, run_id, n):
@@ -42,8 +42,12 @@ def test_partitioned_round_trip_time_travel_and_delta_rs_readback(spark, store, 
 def test_supersede_replaces_rows_of_a_crashed_attempt_in_one_commit(spark, store):
     store.append("plans", plan_rows(spark, "c1", 1, "committed-run", 2))
     store.append("plans", plan_rows(spark, "c1", 2, "crashed-run", 5))  # never got its plan_runs row
-    version = store.append("plans", plan_rows(spark, "c1", 2, "retry", 3), supersede=Supersede({"c1": 2}),
-                           txns={"partition-planner/retry/c1": 2})
+    version = store.append(
+        "plans",
+        plan_rows(spark, "c1", 2, "retry", 3),
+        supersede=Supersede({"c1": 2}),
+        txns={"partition-planner/retry/c1": 2},
+    )
     runs = {r["run_id"]: r["count"] for r in store.read("plans").groupBy("run_id").count().collect()}
     assert runs == {"committed-run": 2, "retry": 3}
     assert version == 2
@@ -64,13 +68,28 @@ def test_reads_input_written_by_another_writer(spark, warehouse, store):
 
     from tests.conftest import write_with_delta_rs
 
-    pdf = pd.DataFrame({"cluster_id": ["x"], "snapshot_ts": [pd.Timestamp(TS)], "broker_id": [7], "rack": ["az1"],
-                        "state": ["active"], "cores": [None], "weight": [2.5], "disk_capacity_bytes": [None],
-                        "max_partitions": [100]})
+    pdf = pd.DataFrame(
+        {
+            "cluster_id": ["x"],
+            "snapshot_ts": [pd.Timestamp(TS)],
+            "broker_id": [7],
+            "rack": ["az1"],
+            "state": ["active"],
+            "cores": [None],
+            "weight": [2.5],
+            "disk_capacity_bytes": [None],
+            "max_partitions": [100],
+        }
+    )
     write_with_delta_rs(warehouse, "brokers", pdf)
     row = store.read("brokers").first()
     assert store.read("brokers").schema == BROKERS.spark_schema()
-    assert (row["broker_id"], row["weight"], row["max_partitions"], row["snapshot_ts"]) == (7, 2.5, 100, TS.replace(tzinfo=None))
+    assert (row["broker_id"], row["weight"], row["max_partitions"], row["snapshot_ts"]) == (
+        7,
+        2.5,
+        100,
+        TS.replace(tzinfo=None),
+    )
 
 
 def test_missing_columns_are_named(spark, warehouse, store):

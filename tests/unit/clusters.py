@@ -7,34 +7,46 @@ import pandas as pd
 from hypothesis import strategies as st
 
 
-def brokers_frame(ids: list[int], racks: list[str | None] | None = None, states: list[str] | None = None,
-                  weights: list[float | None] | None = None) -> pd.DataFrame:
+def brokers_frame(
+    ids: list[int],
+    racks: list[str | None] | None = None,
+    states: list[str] | None = None,
+    weights: list[float | None] | None = None,
+) -> pd.DataFrame:
     n = len(ids)
-    return pd.DataFrame({
-        "broker_id": ids,
-        "rack": racks if racks is not None else [f"r{i % 3}" for i in range(n)],
-        "state": states if states is not None else ["active"] * n,
-        "cores": [8] * n,
-        "weight": weights if weights is not None else [None] * n,
-        "disk_capacity_bytes": [None] * n,
-        "max_partitions": [None] * n,
-    })
+    return pd.DataFrame(
+        {
+            "broker_id": ids,
+            "rack": racks if racks is not None else [f"r{i % 3}" for i in range(n)],
+            "state": states if states is not None else ["active"] * n,
+            "cores": [8] * n,
+            "weight": weights if weights is not None else [None] * n,
+            "disk_capacity_bytes": [None] * n,
+            "max_partitions": [None] * n,
+        }
+    )
 
 
-def partitions_frame(replicas: list[list[int]], topics: list[str] | None = None,
-                     numbers: list[int] | None = None, bytes_in: list[float] | None = None) -> pd.DataFrame:
+def partitions_frame(
+    replicas: list[list[int]],
+    topics: list[str] | None = None,
+    numbers: list[int] | None = None,
+    bytes_in: list[float] | None = None,
+) -> pd.DataFrame:
     n = len(replicas)
     loads = bytes_in if bytes_in is not None else [float(i % 7 + 1) for i in range(n)]
-    return pd.DataFrame({
-        "topic": topics if topics is not None else [f"t{i // 10}" for i in range(n)],
-        "partition": numbers if numbers is not None else [i % 10 for i in range(n)],
-        "replicas": replicas,
-        "leader": [r[0] for r in replicas],
-        "size_bytes": [1000 * (i + 1) for i in range(n)],
-        "bytes_in": loads,
-        "bytes_out": [2 * x for x in loads],
-        "has_throughput": [True] * n,
-    })
+    return pd.DataFrame(
+        {
+            "topic": topics if topics is not None else [f"t{i // 10}" for i in range(n)],
+            "partition": numbers if numbers is not None else [i % 10 for i in range(n)],
+            "replicas": replicas,
+            "leader": [r[0] for r in replicas],
+            "size_bytes": [1000 * (i + 1) for i in range(n)],
+            "bytes_in": loads,
+            "bytes_out": [2 * x for x in loads],
+            "has_throughput": [True] * n,
+        }
+    )
 
 
 @st.composite
@@ -55,6 +67,10 @@ def random_clusters(draw: st.DrawFn, max_brokers: int = 12, max_rf: int = 5) -> 
         for p in range(draw(st.integers(1, 15))):
             current = rng.choice(ids, size=min(rf, len(ids)), replace=False).tolist()
             rows.append((f"topic{t}", p, current))
-    parts = partitions_frame([r[2] for r in rows], [r[0] for r in rows], [r[1] for r in rows],
-                             bytes_in=[float(x) for x in rng.zipf(1.5, len(rows))])
+    parts = partitions_frame(
+        [r[2] for r in rows],
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        bytes_in=[float(x) for x in rng.zipf(1.5, len(rows))],
+    )
     return brokers, parts

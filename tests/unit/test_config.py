@@ -11,17 +11,20 @@ from jobs.config import ConfigError, load_config, parse_config
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("raw,fragment", [
-    ({"planner": {"strtegy": "x"}}, "unknown key planner.strtegy"),
-    ({"planer": {}}, "unknown key planer"),
-    ({"planner": {"strategy": "magic"}}, "planner.strategy = 'magic'"),
-    ({"planner": {"seed": "1"}}, "planner.seed = '1' must be int"),
-    ({"planner": {"wave_broker_limit": 0}}, "wave_broker_limit must be >= 1"),
-    ({"constraints": {"excluded_brokers": "7"}}, "constraints.excluded_brokers must be a list"),
-    ({"constraints": {"replication_factor": {"t": 0}}}, "constraints.replication_factor"),
-    ({"clusters": {"c1": {"constraints": {"rackaware": True}}}}, "unknown key clusters.c1.constraints.rackaware"),
-    ({"job": {"store": "hive"}}, "job.store = 'hive'"),
-])
+@pytest.mark.parametrize(
+    "raw,fragment",
+    [
+        ({"planner": {"strtegy": "x"}}, "unknown key planner.strtegy"),
+        ({"planer": {}}, "unknown key planer"),
+        ({"planner": {"strategy": "magic"}}, "planner.strategy = 'magic'"),
+        ({"planner": {"seed": "1"}}, "planner.seed = '1' must be int"),
+        ({"planner": {"wave_broker_limit": 0}}, "wave_broker_limit must be >= 1"),
+        ({"constraints": {"excluded_brokers": "7"}}, "constraints.excluded_brokers must be a list"),
+        ({"constraints": {"replication_factor": {"t": 0}}}, "constraints.replication_factor"),
+        ({"clusters": {"c1": {"constraints": {"rackaware": True}}}}, "unknown key clusters.c1.constraints.rackaware"),
+        ({"job": {"store": "hive"}}, "job.store = 'hive'"),
+    ],
+)
 def test_bad_config_names_the_key(raw, fragment):
     with pytest.raises(ConfigError) as err:
         parse_config(raw, "test.toml")
@@ -38,16 +41,22 @@ def test_shipped_configs_parse():
 
 
 def test_cluster_overrides_merge_and_change_the_hash():
-    cfg = parse_config({
-        "constraints": {"excluded_brokers": [1], "replication_factor": {"a": 2}},
-        "clusters": {"c2": {"constraints": {"excluded_brokers": [5], "replication_factor": {"b": 3}}}},
-    })
+    cfg = parse_config(
+        {
+            "constraints": {"excluded_brokers": [1], "replication_factor": {"a": 2}},
+            "clusters": {"c2": {"constraints": {"excluded_brokers": [5], "replication_factor": {"b": 3}}}},
+        }
+    )
     c2 = cfg.for_cluster("c2").constraints
     assert c2.excluded_brokers == frozenset({1, 5})
     assert dict(c2.replication_factor) == {"a": 2, "b": 3}
     assert cfg.config_hash(["c1"]) != cfg.config_hash(["c2"])
-    assert cfg.config_hash(["c1", "c2"]) == parse_config({**{"constraints": {"excluded_brokers": [1], "replication_factor": {"a": 2}}},
-                                                          "clusters": {"c2": {"constraints": {"excluded_brokers": [5], "replication_factor": {"b": 3}}}}}).config_hash(["c2", "c1"])
+    assert cfg.config_hash(["c1", "c2"]) == parse_config(
+        {
+            **{"constraints": {"excluded_brokers": [1], "replication_factor": {"a": 2}}},
+            "clusters": {"c2": {"constraints": {"excluded_brokers": [5], "replication_factor": {"b": 3}}}},
+        }
+    ).config_hash(["c2", "c1"])
 
 
 def test_missing_config_file_is_a_config_error(tmp_path):

@@ -32,12 +32,17 @@ def counts(planned: pd.DataFrame) -> tuple[Counter[int], Counter[int]]:
 
 def assert_valid(brokers: pd.DataFrame, parts: pd.DataFrame, planned: pd.DataFrame, constraints: Constraints) -> None:
     """Independent re-check of every rule (not via assigners.validate)."""
-    eligible = {int(b) for b, s in zip(brokers["broker_id"], brokers["state"])
-                if s == "active" and int(b) not in constraints.excluded_brokers}
+    eligible = {
+        int(b)
+        for b, s in zip(brokers["broker_id"], brokers["state"])
+        if s == "active" and int(b) not in constraints.excluded_brokers
+    }
     rack = {int(b): (r if r is not None else f"none{b}") for b, r in zip(brokers["broker_id"], brokers["rack"])}
     n_racks = len({rack[b] for b in eligible})
     assert sorted(zip(planned["topic"], planned["partition"])) == sorted(zip(parts["topic"], parts["partition"]))
-    rf_of = {(t, p): constraints.rf_for(t, len(r)) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])}
+    rf_of = {
+        (t, p): constraints.rf_for(t, len(r)) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])
+    }
     for t, p, reps, leader in zip(planned["topic"], planned["partition"], planned["replicas"], planned["leader"]):
         reps = list(reps)
         assert len(reps) == rf_of[(t, p)], (t, p, reps)
@@ -72,7 +77,9 @@ def test_replica_sets_do_not_repeat_within_a_wrap_shift():
 
 
 def test_never_places_on_dead_draining_or_excluded_brokers():
-    brokers = brokers_frame(list(range(1, 8)), states=["active", "dead", "draining", "active", "active", "active", "active"])
+    brokers = brokers_frame(
+        list(range(1, 8)), states=["active", "dead", "draining", "active", "active", "active", "active"]
+    )
     parts = partitions_frame([[1, 2, 3]] * 40)
     constraints = Constraints(excluded_brokers=frozenset({7}))
     result = plan(brokers, parts, constraints)
@@ -89,7 +96,9 @@ def test_uses_every_rack_when_rf_exceeds_racks():
 
 def test_rf_override_per_topic_raises_and_lowers_rf():
     brokers = brokers_frame(list(range(1, 7)))
-    parts = partitions_frame([[1, 2]] * 5 + [[1, 2, 3]] * 5, topics=["up"] * 5 + ["down"] * 5, numbers=list(range(5)) * 2)
+    parts = partitions_frame(
+        [[1, 2]] * 5 + [[1, 2, 3]] * 5, topics=["up"] * 5 + ["down"] * 5, numbers=list(range(5)) * 2
+    )
     result = plan(brokers, parts, Constraints(replication_factor={"up": 3, "down": 1}))
     lengths = dict(zip(result.planned["topic"], result.planned["replicas"].map(len)))
     assert lengths == {"up": 3, "down": 1}

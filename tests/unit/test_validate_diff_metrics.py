@@ -20,18 +20,29 @@ def failed_message(brokers: pd.DataFrame, parts: pd.DataFrame) -> str:
     return result.error or ""
 
 
-@pytest.mark.parametrize("mutate,expected", [
-    (lambda b, p: (b, pd.concat([p, p.iloc[[0]]], ignore_index=True)),
-     ["invalid input: duplicate partition", "(table partitions)", "t0-0"]),
-    (lambda b, p: (b, p.assign(replicas=[[1, 99]] + p["replicas"].tolist()[1:])),
-     ["replica on an unknown broker", "t0-0 replicas=[1, 99] unknown=[99]"]),
-    (lambda b, p: (b, p.assign(replicas=[[]] + p["replicas"].tolist()[1:])), ["empty replica list", "t0-0"]),
-    (lambda b, p: (b, p.assign(bytes_in=[-5.0] + p["bytes_in"].tolist()[1:])),
-     ["negative bytes_in_per_sec", "(table throughput)", "t0-0 bytes_in_per_sec=-5.0"]),
-    (lambda b, p: (b.assign(state=["active", "broken", "active", "active"]), p),
-     ["state must be one of", "(table brokers)", "broker_id=2 state='broken'"]),
-    (lambda b, p: (pd.concat([b, b.iloc[[0]]], ignore_index=True), p), ["duplicate broker_id", "broker_id=1"]),
-])
+@pytest.mark.parametrize(
+    "mutate,expected",
+    [
+        (
+            lambda b, p: (b, pd.concat([p, p.iloc[[0]]], ignore_index=True)),
+            ["invalid input: duplicate partition", "(table partitions)", "t0-0"],
+        ),
+        (
+            lambda b, p: (b, p.assign(replicas=[[1, 99]] + p["replicas"].tolist()[1:])),
+            ["replica on an unknown broker", "t0-0 replicas=[1, 99] unknown=[99]"],
+        ),
+        (lambda b, p: (b, p.assign(replicas=[[]] + p["replicas"].tolist()[1:])), ["empty replica list", "t0-0"]),
+        (
+            lambda b, p: (b, p.assign(bytes_in=[-5.0] + p["bytes_in"].tolist()[1:])),
+            ["negative bytes_in_per_sec", "(table throughput)", "t0-0 bytes_in_per_sec=-5.0"],
+        ),
+        (
+            lambda b, p: (b.assign(state=["active", "broken", "active", "active"]), p),
+            ["state must be one of", "(table brokers)", "broker_id=2 state='broken'"],
+        ),
+        (lambda b, p: (pd.concat([b, b.iloc[[0]]], ignore_index=True), p), ["duplicate broker_id", "broker_id=1"]),
+    ],
+)
 def test_bad_input_names_cluster_table_and_rows(mutate, expected):
     brokers, parts = mutate(brokers_frame([1, 2, 3, 4]), partitions_frame([[1, 2]] * 4))
     message = failed_message(brokers, parts)
