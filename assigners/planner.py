@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from assigners import round_robin
-from assigners.diff import assign_waves, diff_assignment
+from assigners.diff import DIFF_COLUMNS, assign_waves, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
 from assigners.model import ClusterView, Constraints, prepare_brokers, prepare_partitions
@@ -27,21 +27,7 @@ STRATEGIES: dict[str, Strategy] = {
 
 COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
 
-PLANNED_COLUMNS = [
-    "topic",
-    "partition",
-    "replicas",
-    "leader",
-    "load",
-    "epoch",
-    "kind",
-    "from_replicas",
-    "from_leader",
-    "added_brokers",
-    "removed_brokers",
-    "bytes_to_move",
-    "wave",
-]
+PLANNED_COLUMNS = ["topic", "partition", "load", *DIFF_COLUMNS, "wave"]
 
 
 @dataclass(frozen=True)
