@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from jobs.store import TableStore
 from schemas import BROKERS, PARTITIONS, THROUGHPUT
 
 log = logging.getLogger("partition_planner.demo")
@@ -141,7 +142,7 @@ def _drifted_replicas(rng: np.random.Generator, holding: np.ndarray, rf: np.ndar
     return out
 
 
-def write_inputs(store: object, fleet: dict[str, pd.DataFrame], fleet_key: str) -> bool:
+def write_inputs(store: TableStore, fleet: dict[str, pd.DataFrame], fleet_key: str) -> bool:
     """Append the fleet to the input tables once per ``fleet_key`` (a rerun writes nothing)."""
     from jobs.pipeline import APP_ID_PREFIX
 
@@ -149,10 +150,10 @@ def write_inputs(store: object, fleet: dict[str, pd.DataFrame], fleet_key: str) 
     specs = {"brokers": BROKERS, "partitions": PARTITIONS, "throughput": THROUGHPUT}
     wrote = False
     for name, frame in fleet.items():
-        if store.txn_version(name, app_id) == 1:  # type: ignore[attr-defined]
+        if store.txn_version(name, app_id) == 1:
             continue
-        df = store.spark.createDataFrame(frame[specs[name].column_names], specs[name].spark_schema())  # type: ignore[attr-defined]
-        store.append(name, df, txns={app_id: 1}, metadata={"writer": "partition-planner demo"})  # type: ignore[attr-defined]
+        df = store.spark.createDataFrame(frame[specs[name].column_names], specs[name].spark_schema())
+        store.append(name, df, txns={app_id: 1}, metadata={"writer": "partition-planner demo"})
         log.info("demo wrote table=%s rows=%d", name, len(frame))
         wrote = True
     return wrote

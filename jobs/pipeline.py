@@ -334,7 +334,8 @@ def write_plan_tables(
         o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.already_done
     }
     for name, select in (("plans", plans_columns), ("moves", moves_columns)):
-        pending = {c: v for c, v in versions.items() if store.txn_version(name, txn_id(run_id, c)) != v}
+        recorded = store.txn_versions(name, [txn_id(run_id, c) for c in versions])
+        pending = {c: v for c, v in versions.items() if recorded[txn_id(run_id, c)] != v}
         if not pending:
             continue
         rows = planned_df.where(F.col("topic").isNotNull() & F.col("cluster_id").isin(sorted(pending)))

@@ -135,11 +135,16 @@ class TableStore:
         raise NotImplementedError
 
     def txn_version(self, name: str, app_id: str) -> int | None:
+        return self.txn_versions(name, [app_id])[app_id]
+
+    def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
+        """Recorded Delta app-transaction versions, loading the table's log once."""
         from deltalake import DeltaTable
 
         if not self.exists(name):
-            return None
-        return DeltaTable(self.location(name)).transaction_version(app_id)
+            return dict.fromkeys(app_ids)
+        table = DeltaTable(self.location(name))
+        return {app_id: table.transaction_version(app_id) for app_id in app_ids}
 
     def read_or_empty(self, name: str, version: int | None = None) -> DataFrame:
         return self.read(name, version) if self.exists(name) else self.empty(name)
