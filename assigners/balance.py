@@ -25,7 +25,9 @@ class _ReplicaIndex:
         self.view = view
         domains = sorted({view.domain_of[b] for b in view.domain_of})
         self.bit = {b: 1 << domains.index(view.domain_of[b]) for b in view.domain_of}
-        self.groups: dict[int, list[dict[tuple[int, int], set[int]]]] = {b: [{}, {}] for b in view.eligible}
+        # Members are insertion-ordered dicts (used as ordered sets): taking the first one
+        # is O(1) and deterministic, where min() over a set rescanned thousands of members.
+        self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
         self.count = dict.fromkeys(view.eligible, 0)
         for i in range(len(assignment)):
             self._update(i, add=True)
@@ -42,11 +44,11 @@ class _ReplicaIndex:
             groups = self.groups[b][pos == 0]  # followers [0] are tried before leaders [1]
             key = (len(replicas), mask)
             if add:
-                groups.setdefault(key, set()).add(i)
+                groups.setdefault(key, {})[i] = None
                 self.count[b] += 1
             else:
                 members = groups[key]
-                members.discard(i)
+                del members[i]
                 if not members:
                     del groups[key]
                 self.count[b] -= 1
@@ -61,8 +63,8 @@ class _ReplicaIndex:
                 if after < min(required, (mask | old_bit).bit_count()):
                     continue
                 if not mask & new_bit:  # new's domain is free here, so new holds no replica either
-                    return min(members)
-                hit = min((i for i in members if new not in self.assignment[i]), default=None)
+                    return next(iter(members))
+                hit = next((i for i in members if new not in self.assignment[i]), None)
                 if hit is not None:
                     return hit
         return None
@@ -159,10 +161,10 @@ def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:
     path. Returns the number of leadership changes.
     """
     eligible = set(view.eligible)
-    led: dict[int, set[int]] = {b: set() for b in eligible}
+    led: dict[int, dict[int, None]] = {b: {} for b in eligible}  # ordered sets, see _ReplicaIndex
     for i, replicas in enumerate(assignment):
         if replicas and replicas[0] in led:
-            led[replicas[0]].add(i)
+            led[replicas[0]][i] = None
     changes = 0
     while True:
         ordered = sorted(led, key=lambda b: (-len(led[b]), b))
@@ -181,13 +183,13 @@ def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:
             old_leader = replicas[0]
             replicas.remove(new_leader)
             replicas.insert(0, new_leader)
-            led[old_leader].discard(i)
-            led[new_leader].add(i)
+            del led[old_leader][i]
+            led[new_leader][i] = None
             changes += 1
 
 
 def _leader_path(
-    assignment: list[list[int]], led: dict[int, set[int]], source: int, top: int
+    assignment: list[list[int]], led: dict[int, dict[int, None]], source: int, top: int
 ) -> list[tuple[int, int]] | None:
     """Breadth-first search for a chain of leadership hand-overs ending on a light broker."""
     parent: dict[int, tuple[int, int]] = {}
@@ -195,7 +197,7 @@ def _leader_path(
     queue = deque([source])
     while queue:
         a = queue.popleft()
-        for i in sorted(led[a]):
+        for i in led[a]:
             for b in assignment[i][1:]:
                 if b in seen or b not in led:
                     continue

@@ -7,6 +7,8 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, row_contains, same_sets
+
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
 
 DIFF_COLUMNS = [
@@ -23,9 +25,9 @@ DIFF_COLUMNS = [
 
 
 def diff_assignment(
-    target: list[list[int]],
-    baseline: list[list[int]],
-    current: list[list[int]],
+    target: Replicas,
+    baseline: Replicas,
+    current: Replicas,
     in_previous_plan: np.ndarray,
     previous_epoch: np.ndarray,
     size_bytes: np.ndarray,
@@ -45,38 +47,59 @@ def diff_assignment(
     >>> d[["replicas", "kind", "epoch", "bytes_to_move"]].values.tolist()
     [[[2, 1], 'leader', 5, 0], [[3, 1], 'reassign', 8, 10]]
     """
-    rows = []
-    for tgt, base, cur, in_plan, epoch, size in zip(
-        target, baseline, current, in_previous_plan.tolist(), previous_epoch.tolist(), size_bytes.tolist()
-    ):
-        source = base if (in_plan or not has_previous_plan) else cur
-        same_set = set(tgt) == set(source)
-        if same_set and tgt[0] == source[0]:
-            tgt = list(source)
-        if has_previous_plan and not in_plan:
-            kind: str | None = NEW
-        elif not same_set:
-            kind = REASSIGN
-        elif tgt[0] != source[0]:
-            kind = LEADER
-        else:
-            kind = None
-        new_epoch = int(epoch) + (kind is not None) if (has_previous_plan and in_plan) else 1
-        added = [b for b in tgt if b not in source]
-        rows.append(
-            (
-                tgt,
-                tgt[0],
-                new_epoch,
-                kind,
-                list(source) if kind else None,
-                source[0] if kind else None,
-                added if kind else None,
-                [b for b in source if b not in tgt] if kind else None,
-                len(added) * int(size) if kind else None,
-            )
-        )
-    return pd.DataFrame(rows, columns=DIFF_COLUMNS)
+    n = len(target)
+    if n == 0:
+        return pd.DataFrame({c: [] for c in DIFF_COLUMNS})
+    tgt, base, cur = (as_matrix(r) for r in (target, baseline, current))
+    width = max(m.shape[1] for m in (tgt, base, cur))
+    tgt, base, cur = (pad_to(m, width) for m in (tgt, base, cur))
+    in_plan = np.asarray(in_previous_plan, dtype=bool)
+    # the data moves from the previous plan's layout, or from the live one for partitions it lacks
+    from_plan = in_plan | (not has_previous_plan)
+    source = np.where(from_plan[:, None], base, cur)
+    same_set = same_sets(tgt, source)
+    same_leader = tgt[:, 0] == source[:, 0]
+    final = np.where((same_set & same_leader)[:, None], source, tgt)
+
+    kind = np.full(n, None, dtype=object)
+    kind[~same_leader] = LEADER
+    kind[~same_set] = REASSIGN
+    if has_previous_plan:
+        kind[~in_plan] = NEW
+    changed = kind != None  # noqa: E711 - elementwise on an object array
+    epoch = np.where(in_plan & has_previous_plan, np.asarray(previous_epoch, dtype=np.int64) + changed, 1)
+    added = (tgt != PAD) & ~row_contains(tgt, source)
+    removed = (source != PAD) & ~row_contains(source, tgt)
+    moved_bytes = added.sum(axis=1) * np.asarray(size_bytes, dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "replicas": matrix_rows(final),
+            "leader": final[:, 0],
+            "epoch": epoch,
+            "kind": kind,
+            "from_replicas": _where_changed(matrix_rows(source, changed), changed),
+            "from_leader": pd.Series(source[:, 0], dtype="Int64").where(changed, pd.NA),
+            "added_brokers": _where_changed(_cells(tgt, added, changed), changed),
+            "removed_brokers": _where_changed(_cells(source, removed, changed), changed),
+            "bytes_to_move": pd.Series(moved_bytes, dtype="Int64").where(changed, pd.NA),
+        },
+        columns=DIFF_COLUMNS,
+    )
+
+
+def _cells(matrix: np.ndarray, cells: np.ndarray, rows: np.ndarray) -> list[list[int]]:
+    """Per selected row, the marked cells in their order."""
+    kept = np.where(cells[rows], matrix[rows], PAD)
+    order = np.argsort(~cells[rows], axis=1, kind="stable")  # marked cells first, order kept
+    return matrix_rows(np.take_along_axis(kept, order, axis=1))
+
+
+def _where_changed(values: list[list[int]], changed: np.ndarray) -> np.ndarray:
+    """An object column: the lists on changed rows, None elsewhere."""
+    out = np.full(len(changed), None, dtype=object)
+    for i, value in zip(np.flatnonzero(changed).tolist(), values):
+        out[i] = value  # one by one: a slice assignment would broadcast equal-length lists into 2-D
+    return out
 
 
 def assign_waves(
@@ -98,35 +121,41 @@ def assign_waves(
     [2, 1, 1, None]
     """
     waves: list[int | None] = [None] * len(added)
-    load: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    # Per broker, a union-find "next wave with room": full waves point past themselves,
-    # so finding the first common open wave skips full ones instead of rescanning them.
-    skip: dict[int, dict[int, int]] = defaultdict(dict)
+    # Per broker, moves per wave and a union-find "next wave with room" (index 0 unused):
+    # full waves point past themselves, so finding the first common open wave
+    # skips full ones instead of rescanning them.
+    load: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    jump: dict[int, list[int]] = defaultdict(lambda: [0, 1])
 
-    def open_from(jumps: dict[int, int], wave: int) -> int:
-        start = wave
-        while wave in jumps:
-            wave = jumps[wave]
-        while start in jumps and jumps[start] != wave:  # path compression
-            start, jumps[start] = jumps[start], wave
-        return wave
+    def open_from(nxt: list[int], wave: int) -> int:
+        root = wave
+        while root < len(nxt) and nxt[root] != root:
+            root = nxt[root]
+        while wave < len(nxt) and nxt[wave] != root:  # path compression
+            nxt[wave], wave = root, nxt[wave]
+        return root
 
     data_moves = [i for i, a in enumerate(added) if a]
     data_moves.sort(key=lambda i: (-(bytes_to_move[i] or 0), i))
     for i in data_moves:
         brokers = sorted(set(added[i] or []) | set(removed[i] or []))
+        chains = [jump[b] for b in brokers]
         wave = 1
-        while True:
-            latest = wave
-            for b in brokers:
-                latest = max(latest, open_from(skip[b], wave))
-            if latest == wave:
-                break
-            wave = latest
-        for b in brokers:
-            load[b][wave] += 1
-            if load[b][wave] >= per_broker_limit:
-                skip[b][wave] = wave + 1
+        settled = False
+        while not settled:
+            settled = True
+            for nxt in chains:
+                if wave < len(nxt) and nxt[wave] != wave:
+                    wave = open_from(nxt, wave)
+                    settled = False
+        for b, nxt in zip(brokers, chains):
+            counts = load[b]
+            while len(counts) <= wave + 1:
+                counts.append(0)
+                nxt.append(len(nxt))
+            counts[wave] += 1
+            if counts[wave] >= per_broker_limit:
+                nxt[wave] = wave + 1
         waves[i] = wave
     for i, a in enumerate(added):
         if a is not None and not a:

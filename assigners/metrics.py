@@ -21,7 +21,17 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from assigners.model import FOLLOWER_IN, LEADER_IN, LEADER_OUT, ClusterView
+from assigners.model import (
+    FOLLOWER_IN,
+    LEADER_IN,
+    LEADER_OUT,
+    PAD,
+    ClusterView,
+    Replicas,
+    as_matrix,
+    distinct_per_row,
+    row_contains,
+)
 
 
 @dataclass(frozen=True)
@@ -66,19 +76,16 @@ def partition_load(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray) 
     return total
 
 
-def _flatten(assignment: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flatten(assignment: Replicas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(broker of each replica, partition index of it, is-leader flag)."""
-    lengths = np.fromiter((len(r) for r in assignment), dtype=np.int64, count=len(assignment))
-    brokers = np.fromiter((b for r in assignment for b in r), dtype=np.int64, count=int(lengths.sum()))
-    part_idx = np.repeat(np.arange(len(assignment)), lengths)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else np.zeros(0, dtype=np.int64)
-    is_leader = np.zeros(len(brokers), dtype=bool)
-    is_leader[starts[lengths > 0]] = True
-    return brokers, part_idx, is_leader
+    matrix = as_matrix(assignment)
+    valid = matrix != PAD
+    part_idx, position = np.nonzero(valid)
+    return matrix[valid], part_idx, position == 0
 
 
 def broker_table(
-    assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame
+    assignment: Replicas, bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame
 ) -> pd.DataFrame:
     """Per broker: replicas, leaders, absolute load and load relative to weight.
 
@@ -108,14 +115,14 @@ def broker_table(
     )
 
 
-def rack_violations(assignment: list[list[int]], view: ClusterView) -> int:
+def rack_violations(assignment: Replicas, view: ClusterView) -> int:
     """Partitions spanning fewer failure domains than min(RF, racks)."""
     if not view.rack_aware:
         return 0
-    domain_of = view.domain_of
-    return sum(
-        1 for r in assignment if len({domain_of.get(b, f"broker:{b}") for b in r}) < view.required_domains(len(r))
-    )
+    matrix = as_matrix(assignment)
+    valid = matrix != PAD
+    required = np.minimum(valid.sum(axis=1), view.n_domains)
+    return int((distinct_per_row(view.domain_matrix(matrix), valid) < required).sum())
 
 
 def _spread(values: pd.Series) -> int:
@@ -123,7 +130,7 @@ def _spread(values: pd.Series) -> int:
 
 
 def quality(
-    assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame, view: ClusterView
+    assignment: Replicas, bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame, view: ClusterView
 ) -> AssignmentQuality:
     table = broker_table(assignment, bytes_in, bytes_out, brokers)
     on_eligible = table[table["eligible"]]
@@ -144,37 +151,36 @@ def load_lower_bound(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray
     return max(total / float(weights.sum()), float(leader.max()) / float(weights.max()))
 
 
-def moves_between(before: list[list[int]], after: list[list[int]], size_bytes: np.ndarray) -> tuple[int, int, int]:
+def moves_between(before: Replicas, after: Replicas, size_bytes: np.ndarray) -> tuple[int, int, int]:
     """(replicas added, leader changes, bytes to move) going from ``before`` to ``after``."""
-    moves = leader_moves = moved_bytes = 0
-    for b, a, size in zip(before, after, size_bytes.tolist()):
-        added = len(set(a) - set(b))
-        moves += added
-        moved_bytes += added * size
-        leader_moves += bool(a and b and a[0] != b[0])
-    return moves, leader_moves, moved_bytes
+    old, new = as_matrix(before), as_matrix(after)
+    if not len(new):
+        return 0, 0, 0
+    added = (new != PAD) & ~row_contains(new, old)
+    per_partition = added.sum(axis=1)
+    leader_moves = (old[:, 0] != PAD) & (new[:, 0] != PAD) & (old[:, 0] != new[:, 0])
+    return int(per_partition.sum()), int(leader_moves.sum()), int((per_partition * size_bytes).sum())
 
 
-def minimum_moves(before: list[list[int]], rf: np.ndarray, view: ClusterView) -> int:
+def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     """Lower bound on the replicas any valid balanced plan must add (see module docstring)."""
-    eligible = set(view.eligible)
-    if not eligible:
+    if not view.eligible:
         return 0
-    kept_counts = dict.fromkeys(eligible, 0)
-    forced = 0
-    for replicas, target_rf in zip(before, rf.tolist()):
-        kept = [b for b in replicas if b in eligible][:target_rf]
-        forced += target_rf - len(kept)
-        for b in kept:
-            kept_counts[b] += 1
+    old = as_matrix(before)
+    eligible = np.asarray(view.eligible, dtype=np.int64)
+    on_eligible = (old != PAD) & np.isin(old, eligible)
+    kept = on_eligible & (np.cumsum(on_eligible, axis=1) <= rf[:, None])  # the first rf that may stay
+    forced = int(np.maximum(rf - kept.sum(axis=1), 0).sum())
+    kept_counts = np.bincount(np.searchsorted(eligible, old[kept]), minlength=len(eligible))
     ceiling = math.ceil(int(rf.sum()) / len(eligible))
-    return forced + sum(max(0, c - ceiling) for c in kept_counts.values())
+    return forced + int(np.maximum(kept_counts - ceiling, 0).sum())
 
 
 def plan_metrics(
-    partitions: pd.DataFrame, before: list[list[int]], after: list[list[int]], brokers: pd.DataFrame, view: ClusterView
+    partitions: pd.DataFrame, before: Replicas, after: Replicas, brokers: pd.DataFrame, view: ClusterView
 ) -> PlanMetrics:
     """All plan_runs quality columns for going from ``before`` to ``after``."""
+    before, after = as_matrix(before), as_matrix(after)
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
     rf = partitions["rf"].to_numpy(dtype=np.int64)
@@ -183,7 +189,7 @@ def plan_metrics(
     moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
     return PlanMetrics(
         partitions=len(after),
-        replicas=int(sum(len(r) for r in after)),
+        replicas=int((after != PAD).sum()),
         moves=moves,
         leader_moves=leader_moves,
         bytes_to_move=moved_bytes,

@@ -9,7 +9,8 @@ plain-Python index of the same data that the strategies loop over.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,14 +115,18 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
     ``replicas``; ``bytes_in``/``bytes_out`` default to zero.
     """
     pdf = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
-    current = [list(map(int, r)) for r in pdf["replicas"]]
+    current_matrix = replica_matrix(pdf["replicas"].tolist())
+    current = matrix_rows(current_matrix)
+    baseline = current
     if "baseline_replicas" in pdf:
-        baseline = [
-            list(map(int, b)) if b is not None and len(b) else c for b, c in zip(pdf["baseline_replicas"], current)
-        ]
-    else:
-        baseline = current
-    rf = [constraints.rf_for(t, len(c)) for t, c in zip(pdf["topic"], current)]
+        planned = replica_matrix(pdf["baseline_replicas"].tolist())
+        has_plan = (planned != PAD).any(axis=1)
+        if has_plan.any():
+            planned_rows = iter(matrix_rows(planned, has_plan))
+            baseline = [next(planned_rows) if ok else c for ok, c in zip(has_plan.tolist(), current)]
+    rf = row_lengths(current_matrix)
+    if constraints.replication_factor or constraints.default_replication_factor is not None:
+        rf = np.asarray([constraints.rf_for(t, int(c)) for t, c in zip(pdf["topic"], rf)], dtype=np.int64)
     zeros = pd.Series(np.zeros(len(pdf)))
     return pd.DataFrame(
         {
@@ -160,6 +165,18 @@ class ClusterView:
             rack_aware=constraints.rack_aware,
         )
 
+    def domain_matrix(self, matrix: np.ndarray) -> np.ndarray:
+        """Failure-domain code of every cell of a replica matrix (-1 for padding).
+
+        A broker the view does not know counts as a domain of its own.
+        """
+        names = sorted(set(self.domain_of.values()))
+        ids = np.fromiter(self.domain_of, dtype=np.int64, count=len(self.domain_of))
+        codes = np.asarray([names.index(self.domain_of[int(b)]) for b in ids], dtype=np.int64)
+        domains = broker_codes(matrix, ids, codes, PAD)
+        out: np.ndarray = np.where((matrix != PAD) & (domains == PAD), len(names) + matrix, domains)
+        return out
+
     def required_domains(self, rf: int) -> int:
         """Distinct failure domains a partition of this RF must span."""
         return min(rf, self.n_domains) if self.rack_aware else 1
@@ -185,3 +202,93 @@ def assignment_frame(
 ) -> pd.DataFrame:
     """The strategies' return value: ``topic, partition, replicas``."""
     return pd.DataFrame({"topic": topics, "partition": partitions, "replicas": replicas}, columns=ASSIGNMENT_COLUMNS)
+
+
+# -- replica lists as a matrix ------------------------------------------------------
+# Checks, diffs and metrics run over every partition; on a padded int matrix
+# (one row per partition, -1 after the last replica) they are numpy operations
+# instead of Python loops, which is what keeps a 1M-partition cluster in seconds.
+
+PAD = -1
+Replicas = list[list[int]] | np.ndarray  # replica lists, or their padded matrix
+
+
+def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:
+    """Replica lists (lists or arrays, None = empty) as an int64 matrix padded with -1.
+
+    Examples
+    --------
+    >>> replica_matrix([[3, 1], [2], None]).tolist()
+    [[3, 1], [2, -1], [-1, -1]]
+    """
+    n = len(replicas)
+    lengths = np.fromiter((0 if r is None else len(r) for r in replicas), dtype=np.int64, count=n)
+    width = max(width, int(lengths.max()) if n else 0, 1)
+    out = np.full((n, width), PAD, dtype=np.int64)
+    total = int(lengths.sum())
+    if total:
+        present = (r for r in replicas if r is not None)
+        flat = np.fromiter(itertools.chain.from_iterable(present), dtype=np.int64, count=total)
+        starts = np.cumsum(lengths) - lengths
+        out[np.repeat(np.arange(n), lengths), np.arange(total) - np.repeat(starts, lengths)] = flat
+    return out
+
+
+def as_matrix(replicas: Replicas) -> np.ndarray:
+    return replicas if isinstance(replicas, np.ndarray) else replica_matrix(replicas)
+
+
+def matrix_rows(matrix: np.ndarray, mask: np.ndarray | None = None) -> list[list[int]]:
+    """The replica lists of a padded matrix (only the rows where ``mask`` is set)."""
+    if mask is not None:
+        matrix = matrix[mask]
+    lengths = (matrix != PAD).sum(axis=1).tolist()
+    return [row[:k] for row, k in zip(matrix.tolist(), lengths)]
+
+
+def row_lengths(matrix: np.ndarray) -> np.ndarray:
+    lengths: np.ndarray = (matrix != PAD).sum(axis=1)
+    return lengths
+
+
+def row_contains(matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per cell of ``matrix``: does the same row of ``values`` hold it (padding never matches)?"""
+    hit: np.ndarray = (matrix[:, :, None] == values[:, None, :]).any(axis=2) & (matrix != PAD)
+    return hit
+
+
+def distinct_per_row(codes: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Distinct values per row among the ``valid`` cells."""
+    if codes.shape[1] == 0:
+        return np.zeros(len(codes), dtype=np.int64)
+    filled = np.where(valid, codes, np.iinfo(np.int64).min)
+    ordered = np.sort(filled, axis=1)
+    starts = np.ones_like(ordered, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    counts: np.ndarray = (starts & (ordered != np.iinfo(np.int64).min)).sum(axis=1)
+    return counts
+
+
+def same_sets(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row: do two padded matrices hold the same set of brokers (rows have no repeats)?"""
+    width = max(a.shape[1], b.shape[1])
+    a, b = pad_to(a, width), pad_to(b, width)
+    equal: np.ndarray = (np.sort(a, axis=1) == np.sort(b, axis=1)).all(axis=1)
+    return equal
+
+
+def pad_to(matrix: np.ndarray, width: int) -> np.ndarray:
+    if matrix.shape[1] >= width:
+        return matrix
+    return np.pad(matrix, ((0, 0), (0, width - matrix.shape[1])), constant_values=PAD)
+
+
+def broker_codes(matrix: np.ndarray, broker_ids: np.ndarray, codes: np.ndarray, missing: int) -> np.ndarray:
+    """Map every broker id in ``matrix`` to its code (``missing`` for unknown ids and padding)."""
+    order = np.argsort(broker_ids, kind="stable")
+    ids, mapped = broker_ids[order], codes[order]
+    if not len(ids):
+        return np.full(matrix.shape, missing, dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, matrix), 0, len(ids) - 1)
+    out: np.ndarray = np.where((ids[pos] == matrix) & (matrix != PAD), mapped[pos], missing)
+    return out

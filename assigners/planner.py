@@ -16,7 +16,7 @@ from assigners import round_robin
 from assigners.diff import DIFF_COLUMNS, assign_waves, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
-from assigners.model import ClusterView, Constraints, prepare_brokers, prepare_partitions
+from assigners.model import ClusterView, Constraints, prepare_brokers, prepare_partitions, replica_matrix
 from assigners.validate import check_feasible, validate_brokers, validate_loads, validate_partitions, validate_plan
 
 Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
@@ -91,6 +91,14 @@ def plan_cluster(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanR
         return PlanResult(FAILED, _empty_planned(), error=str(exc.for_cluster(request.cluster_id)))
 
 
+def _baseline_epochs(partitions: pd.DataFrame) -> pd.Series:
+    """Previous plan's epoch per partition, in prepared (topic, partition) order; NaN where none."""
+    if "baseline_epoch" not in partitions:
+        return pd.Series(np.full(len(partitions), np.nan))
+    ordered = partitions.sort_values(["topic", "partition"], kind="stable")
+    return pd.to_numeric(ordered["baseline_epoch"]).reset_index(drop=True)
+
+
 def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest) -> PlanResult:
     if request.strategy not in STRATEGIES:
         raise UnknownStrategyError(f"{request.strategy!r}; known: {', '.join(sorted(STRATEGIES))}", table="config")
@@ -114,18 +122,15 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
     validate_plan(prepared, assignment, view)
     assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
-    target = [list(map(int, r)) for r in assignment["replicas"]]
+    target = replica_matrix(assignment["replicas"].tolist())
+    baseline = replica_matrix(prepared["baseline"].tolist())
 
-    ordered = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
-    epochs = pd.to_numeric(
-        ordered["baseline_epoch"] if "baseline_epoch" in ordered else pd.Series([None] * len(ordered))
-    )
-    in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(ordered), dtype=bool)
-    baseline = prepared["baseline"].tolist()
+    epochs = _baseline_epochs(partitions)
+    in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(prepared), dtype=bool)
     diff = diff_assignment(
         target,
         baseline,
-        prepared["current"].tolist(),
+        replica_matrix(prepared["current"].tolist()),
         in_plan,
         epochs.fillna(0).to_numpy(dtype=np.int64),
         prepared["size_bytes"].to_numpy(),
@@ -141,7 +146,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     planned["load"] = partition_load(
         prepared["bytes_in"].to_numpy(), prepared["bytes_out"].to_numpy(), prepared["rf"].to_numpy()
     )
-    metrics = plan_metrics(prepared, baseline, planned["replicas"].tolist(), prepared_brokers, view)
+    metrics = plan_metrics(prepared, baseline, target, prepared_brokers, view)
 
     unchanged = (
         planned["kind"].isna().all() and request.has_previous_plan and request.previous_partitions == len(planned)

@@ -7,8 +7,10 @@ feasibility checks raise the specific error (no brokers, too few brokers);
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from assigners.errors import (
@@ -17,7 +19,7 @@ from assigners.errors import (
     InvalidInputError,
     NoActiveBrokersError,
 )
-from assigners.model import BROKER_STATES, ClusterView
+from assigners.model import BROKER_STATES, PAD, ClusterView, distinct_per_row, replica_matrix
 
 
 def _tp(topic: object, partition: object) -> str:
@@ -63,20 +65,30 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
     _raise_if(sorted({_tp(t, p) for t, p in zip(dup["topic"], dup["partition"])}), "duplicate partition", "partitions")
     neg = partitions[partitions["partition"] < 0]
     _raise_if([_tp(t, p) for t, p in zip(neg["topic"], neg["partition"])], "negative partition number", "partitions")
-    empty, unknown, repeated = [], [], []
-    for topic, part, replicas in zip(partitions["topic"], partitions["partition"], partitions["replicas"]):
-        reps = [] if replicas is None else list(replicas)
-        if not reps:
-            empty.append(_tp(topic, part))
-            continue
-        missing = [int(b) for b in reps if b is None or int(b) not in known]
-        if missing:
-            unknown.append(f"{_tp(topic, part)} replicas={list(map(int, reps))} unknown={missing}")
-        if len(set(reps)) != len(reps):
-            repeated.append(f"{_tp(topic, part)} replicas={list(map(int, reps))}")
-    _raise_if(empty, "empty replica list", "partitions")
-    _raise_if(unknown, "replica on an unknown broker", "partitions")
-    _raise_if(repeated, "broker repeated in a replica list", "partitions")
+    lists = partitions["replicas"].tolist()
+    try:
+        matrix = replica_matrix(lists)
+    except (TypeError, ValueError):  # a null broker id inside a list: name the rows one by one
+        matrix = None
+    if matrix is None:
+        bad = [i for i, r in enumerate(lists) if r is not None and any(_is_null(b) for b in r)]
+        _raise_if(_rows(partitions, bad, lists), "null broker id in a replica list", "partitions")
+        raise InvalidInputError("unreadable replica lists", table="partitions")
+    valid = matrix != PAD
+    empty = np.flatnonzero(~valid.any(axis=1))
+    _raise_if(_rows(partitions, empty), "empty replica list", "partitions")
+    unknown_cells = valid & ~np.isin(matrix, np.fromiter(known, dtype=np.int64, count=len(known)))
+    unknown = np.flatnonzero(unknown_cells.any(axis=1))
+    _raise_if(
+        [
+            f"{row} unknown={matrix[i][unknown_cells[i]].tolist()}"
+            for i, row in zip(unknown, _rows(partitions, unknown, lists))
+        ],
+        "replica on an unknown broker",
+        "partitions",
+    )
+    repeated = np.flatnonzero(distinct_per_row(matrix, valid) != valid.sum(axis=1))
+    _raise_if(_rows(partitions, repeated, lists), "broker repeated in a replica list", "partitions")
     if "size_bytes" in partitions:
         bad = partitions[pd.to_numeric(partitions["size_bytes"], errors="coerce") < 0]
         _raise_if(
@@ -84,6 +96,21 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
             "negative size_bytes",
             "partitions",
         )
+
+
+def _is_null(value: object) -> bool:
+    return value is None or bool(pd.isna(value))
+
+
+def _rows(partitions: pd.DataFrame, index: Iterable[int], lists: list[Any] | None = None) -> list[str]:
+    """``topic-partition`` (and its replica list) of the given row positions."""
+    out = []
+    for i in index:
+        name = _tp(partitions["topic"].iat[i], partitions["partition"].iat[i])
+        if lists is not None:
+            name += f" replicas={[None if _is_null(b) else int(b) for b in lists[i]]}"
+        out.append(name)
+    return out
 
 
 def validate_loads(partitions: pd.DataFrame) -> None:
@@ -127,34 +154,54 @@ def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame,
     eligible brokers, and the rack rule (min(RF, racks) distinct failure
     domains when rack-aware).
     """
-    eligible = set(view.eligible)
-    expected = dict(zip(zip(prepared_partitions["topic"], prepared_partitions["partition"]), prepared_partitions["rf"]))
-    seen: set[tuple[str, int]] = set()
-    violations: list[str] = []
-    for topic, part, replicas in zip(assignment["topic"], assignment["partition"], assignment["replicas"]):
-        key = (str(topic), int(part))
-        reps = [int(b) for b in replicas]
-        name = _tp(topic, part)
-        if key in seen:
-            violations.append(f"{name}: planned twice")
-            continue
-        seen.add(key)
-        if key not in expected:
-            violations.append(f"{name}: not in the snapshot")
-            continue
-        rf = int(expected[key])
-        if len(reps) != rf:
-            violations.append(f"{name}: {len(reps)} replicas {reps}, replication factor is {rf}")
-        if len(set(reps)) != len(reps):
-            violations.append(f"{name}: broker repeated in {reps}")
-        off = [b for b in reps if b not in eligible]
-        if off:
-            violations.append(f"{name}: replicas on ineligible brokers {off}")
-        domains = {view.domain_of.get(b, f"broker:{b}") for b in reps}
-        if len(domains) < view.required_domains(rf):
-            violations.append(f"{name}: spans {len(domains)} racks, needs {view.required_domains(rf)}")
-    missing = set(expected) - seen
-    violations.extend(f"{_tp(t, p)}: missing from the plan" for t, p in sorted(missing))
+    keys = prepared_partitions[["topic", "partition"]]
+    if _same_keys(keys, assignment):
+        aligned, violations = assignment, []
+    else:
+        violations = _row_set_violations(keys, assignment)
+        if violations:
+            return violations
+        aligned = keys.merge(assignment, on=["topic", "partition"], how="left")
+    matrix = replica_matrix(aligned["replicas"].tolist())
+    valid = matrix != PAD
+    rf = prepared_partitions["rf"].to_numpy(dtype=np.int64)
+    lengths = valid.sum(axis=1)
+    eligible = np.asarray(view.eligible, dtype=np.int64)
+    required = np.minimum(rf, view.n_domains) if view.rack_aware else np.ones_like(rf)
+    spans = distinct_per_row(view.domain_matrix(matrix), valid)
+    checks: list[tuple[np.ndarray, Callable[[int, list[int]], str]]] = [
+        (lengths != rf, lambda i, reps: f"{len(reps)} replicas {reps}, replication factor is {rf[i]}"),
+        (distinct_per_row(matrix, valid) != lengths, lambda i, reps: f"broker repeated in {reps}"),
+        (
+            (valid & ~np.isin(matrix, eligible)).any(axis=1),
+            lambda i, reps: f"replicas on ineligible brokers {[b for b in reps if b not in view.eligible]}",
+        ),
+        (spans < required, lambda i, reps: f"spans {spans[i]} racks, needs {required[i]}"),
+    ]
+    bad_rows = np.flatnonzero(np.any([mask for mask, _ in checks], axis=0))
+    for i in bad_rows.tolist():
+        reps = matrix[i][valid[i]].tolist()
+        name = _tp(aligned["topic"].iat[i], aligned["partition"].iat[i])
+        violations.extend(f"{name}: {describe(i, reps)}" for mask, describe in checks if mask[i])
+    return violations
+
+
+def _same_keys(keys: pd.DataFrame, assignment: pd.DataFrame) -> bool:
+    return len(keys) == len(assignment) and all(
+        np.array_equal(keys[c].to_numpy(), assignment[c].to_numpy()) for c in ("topic", "partition")
+    )
+
+
+def _row_set_violations(keys: pd.DataFrame, assignment: pd.DataFrame) -> list[str]:
+    """Partitions planned twice, not in the snapshot, or missing from the plan."""
+    planned = assignment[["topic", "partition"]]
+    twice = planned[planned.duplicated(keep="first")]
+    violations = [f"{_tp(t, p)}: planned twice" for t, p in zip(twice["topic"], twice["partition"])]
+    both = keys.merge(planned.drop_duplicates(), on=["topic", "partition"], how="outer", indicator=True)
+    extra = both[both["_merge"] == "right_only"]
+    missing = both[both["_merge"] == "left_only"].sort_values(["topic", "partition"])
+    violations += [f"{_tp(t, p)}: not in the snapshot" for t, p in zip(extra["topic"], extra["partition"])]
+    violations += [f"{_tp(t, p)}: missing from the plan" for t, p in zip(missing["topic"], missing["partition"])]
     return violations
 
 

@@ -10,6 +10,7 @@ from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan
 from assigners.diff import LEADER, NEW, REASSIGN, assign_waves, diff_assignment
 from assigners.metrics import minimum_moves, plan_metrics
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from assigners.validate import plan_violations
 from tests.unit.clusters import brokers_frame, partitions_frame
 
 
@@ -124,3 +125,25 @@ def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
     again = plan_cluster(brokers, baseline, PlanRequest("c", has_previous_plan=True, previous_partitions=12))
     assert first.status == COMMITTED and again.status == SKIPPED
     assert again.metrics is not None and again.metrics.moves == 0
+
+
+def test_plan_violations_names_every_broken_rule():
+    brokers = prepare_brokers(
+        brokers_frame([1, 2, 3, 4], racks=["a", "a", "b", "c"]).assign(state=["active"] * 3 + ["dead"]),
+        Constraints(),
+    )
+    parts = prepare_partitions(partitions_frame([[1, 3]] * 5), Constraints())
+    view = ClusterView.from_brokers(brokers, Constraints())
+    plan = parts[["topic", "partition"]].assign(replicas=[[1, 3], [1, 2], [1, 1], [3, 4], [1, 3, 2]])
+    violations = plan_violations(parts, plan, view)
+    assert violations == [
+        "t0-1: spans 1 racks, needs 2",
+        "t0-2: broker repeated in [1, 1]",
+        "t0-2: spans 1 racks, needs 2",
+        "t0-3: replicas on ineligible brokers [4]",
+        "t0-4: 3 replicas [1, 3, 2], replication factor is 2",
+    ]
+    missing = plan_violations(parts, plan.iloc[1:], view)
+    assert missing == ["t0-0: missing from the plan"]
+    twice = plan_violations(parts, pd.concat([plan, plan.iloc[[0]]]), view)
+    assert twice == ["t0-0: planned twice"]
