@@ -8,16 +8,21 @@ brokers, the rack rule), so they can follow any strategy.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+
+import numpy as np
 
 from assigners.model import ClusterView
+from assigners.placement import Usage
 
 
 class _ReplicaIndex:
     """Each broker's partitions grouped by (is leader, RF, failure domains of the *other* replicas).
 
-    Whether a replica may move from ``old`` to ``new`` depends only on that
-    group key and on ``new``'s domain, so a legal move is found by looking at
-    a handful of groups instead of every partition the donor holds.
+    Whether a replica may move from ``old`` to ``new`` under the rack rule
+    depends only on that group key and on ``new``'s domain, so a legal move is
+    found by looking at a handful of groups instead of every partition the
+    donor holds.
     """
 
     def __init__(self, assignment: list[list[int]], view: ClusterView) -> None:
@@ -28,7 +33,6 @@ class _ReplicaIndex:
         # Members are insertion-ordered dicts (used as ordered sets): taking the first one
         # is O(1) and deterministic, where min() over a set rescanned thousands of members.
         self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
-        self.count = dict.fromkeys(view.eligible, 0)
         for i in range(len(assignment)):
             self._update(i, add=True)
 
@@ -45,16 +49,17 @@ class _ReplicaIndex:
             key = (len(replicas), mask)
             if add:
                 groups.setdefault(key, {})[i] = None
-                self.count[b] += 1
             else:
                 members = groups[key]
                 del members[i]
                 if not members:
                     del groups[key]
-                self.count[b] -= 1
 
-    def find(self, old: int, new: int) -> int | None:
-        """A partition whose replica on ``old`` may move to ``new`` without hurting its rack spread."""
+    def find(self, old: int, new: int, ok: Callable[[int], bool] | None = None) -> int | None:
+        """A partition whose replica on ``old`` may move to ``new`` without hurting its rack spread.
+
+        ``ok`` adds per-partition conditions (room on ``new``, no reverse move).
+        """
         new_bit, old_bit = self.bit[new], self.bit[old]
         for groups in self.groups[old]:
             for (rf, mask), members in groups.items():
@@ -62,9 +67,12 @@ class _ReplicaIndex:
                 after = (mask | new_bit).bit_count()
                 if after < min(required, (mask | old_bit).bit_count()):
                     continue
-                if not mask & new_bit:  # new's domain is free here, so new holds no replica either
+                if ok is None and not mask & new_bit:  # new's domain is free here, so new holds no replica
                     return next(iter(members))
-                hit = next((i for i in members if new not in self.assignment[i]), None)
+                hit = next(
+                    (i for i in members if new not in self.assignment[i] and (ok is None or ok(i))),
+                    None,
+                )
                 if hit is not None:
                     return hit
         return None
@@ -76,36 +84,56 @@ class _ReplicaIndex:
         self._update(i, add=True)
 
 
-def balance_replica_counts(assignment: list[list[int]], view: ClusterView) -> int:
-    """Move replicas from the fullest to the emptiest brokers until counts differ by <= 1.
+def balance_replica_counts(
+    assignment: list[list[int]],
+    view: ClusterView,
+    sizes: np.ndarray | None = None,
+    topics: np.ndarray | None = None,
+) -> int:
+    """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
-    Followers move first (a leader move also shifts leadership); it stops
-    when no legal move narrows the spread. Returns the number of moves made.
+    Followers move first (a leader move also shifts leadership). A move
+    from donor ``d`` to receiver ``r`` is made only when it lowers
+    sum(count^2 / weight), i.e. (2 c_r + 1) / w_r < (2 c_d - 1) / w_d; with
+    equal weights that is "counts differ by 2 or more", so it stops at
+    max - min <= 1 or when no legal move is left. Moves respect the caps
+    (``sizes`` gives the bytes each replica adds) and never send a replica
+    of a topic from B to A after another went from A to B (``topics`` codes).
+    Returns the number of moves made.
 
     Notes
     -----
-    Each move takes one replica off a broker holding ``max`` and puts it on
-    one holding ``<= max - 2``, so the sum of squared counts falls strictly
-    and the loop ends.
+    Each step strictly lowers that sum (a chain of moves changes only its
+    two ends), so the loop ends.
     """
     if len(view.eligible) < 2:
         return 0
+    n = len(assignment)
+    usage = Usage(assignment, np.zeros(n, dtype=np.int64) if sizes is None else sizes, view)
+    topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     index = _ReplicaIndex(assignment, view)
+    moved: set[tuple[int, int, int]] = set()
     moves = 0
     while True:
-        by_count = sorted(view.eligible, key=lambda b: (index.count[b], b))
-        top = index.count[by_count[-1]]
-        if top - index.count[by_count[0]] <= 1:
-            return moves
-        chain = _find_count_move(index, by_count, top)
+        chain = _find_count_move(index, usage, topic_of, moved)
         if chain is None or len({i for i, _, _ in chain}) < len(chain):
             return moves  # no way forward (a chain reusing a partition could break its own rules)
         for i, old, new in chain:
             index.move(i, old, new)
+            usage.remove(i, old)
+            usage.add(i, new)
+            moved.add((topic_of[i], old, new))
             moves += 1
 
 
-def _find_count_move(index: _ReplicaIndex, by_count: list[int], top: int) -> list[tuple[int, int, int]] | None:
+def _improves(usage: Usage, donor: int, receiver: int) -> bool:
+    w = usage.view.weight_of
+    return (2 * usage.count[receiver] + 1) / w[receiver] < (2 * usage.count[donor] - 1) / w[donor]
+
+
+def _find_count_move(
+    index: _ReplicaIndex, usage: Usage, topic_of: list[int], moved: set[tuple[int, int, int]]
+) -> list[tuple[int, int, int]] | None:
     """A direct move from a fullest to an emptiest broker, else the shortest chain of moves.
 
     A chain donor -> b1 -> ... -> receiver moves one replica per hop; the
@@ -113,24 +141,34 @@ def _find_count_move(index: _ReplicaIndex, by_count: list[int], top: int) -> lis
     It gets past dead ends where every partition of the donor already uses
     the receiver's rack.
     """
-    donors = [b for b in reversed(by_count) if index.count[b] == top]
-    receivers = [b for b in by_count if index.count[b] <= top - 2]
-    for old in donors:
+    order = sorted(usage.view.eligible, key=lambda b: (usage.fullness(b), b))
+    top = usage.fullness(order[-1])
+    donors = [b for b in reversed(order) if usage.fullness(b) == top]
+    every_donor = order[::-1]  # direct moves from any heavier broker before a chain from the heaviest
+
+    def legal(old: int, new: int) -> Callable[[int], bool]:
+        return lambda i: usage.room_for(i, new) and (topic_of[i], new, old) not in moved
+
+    plain = not usage.view.has_caps and not moved
+    for old in every_donor:
+        receivers = [b for b in order if _improves(usage, old, b)]
         for new in receivers:
-            i = index.find(old, new)
+            i = index.find(old, new, None if plain else legal(old, new))
             if i is not None:
                 return [(i, old, new)]
-    targets = set(receivers)
     for source in donors:
+        targets = {b for b in order if _improves(usage, source, b)}
+        if not targets:
+            continue
         parent: dict[int, tuple[int, int]] = {}
         queue = deque([source])
         seen = {source}
         while queue:
             a = queue.popleft()
-            for b in by_count:
+            for b in order:
                 if b in seen:
                     continue
-                i = index.find(a, b)
+                i = index.find(a, b, legal(a, b))
                 if i is None:
                     continue
                 seen.add(b)

@@ -32,6 +32,7 @@ from assigners.model import (
     distinct_per_row,
     row_contains,
 )
+from assigners.placement import keep_valid
 
 
 @dataclass(frozen=True)
@@ -163,17 +164,34 @@ def moves_between(before: Replicas, after: Replicas, size_bytes: np.ndarray) -> 
 
 
 def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
-    """Lower bound on the replicas any valid balanced plan must add (see module docstring)."""
+    """Lower bound on the replicas any valid balanced plan must add (see module docstring).
+
+    "Forced off" counts replicas on ineligible brokers, beyond a lowered RF,
+    crowding racks against the rack rule, and missing after an RF increase.
+    The excess over ceil(average) per eligible broker counts only replicas
+    of partitions where nothing is forced (elsewhere which replica goes is
+    the plan's choice), so this stays a true lower bound whenever a
+    balanced plan exists.
+    """
     if not view.eligible:
         return 0
     old = as_matrix(before)
     eligible = np.asarray(view.eligible, dtype=np.int64)
     on_eligible = (old != PAD) & np.isin(old, eligible)
-    kept = on_eligible & (np.cumsum(on_eligible, axis=1) <= rf[:, None])  # the first rf that may stay
-    forced = int(np.maximum(rf - kept.sum(axis=1), 0).sum())
-    kept_counts = np.bincount(np.searchsorted(eligible, old[kept]), minlength=len(eligible))
+    kept_len = on_eligible.sum(axis=1)
+    spans = distinct_per_row(view.domain_matrix(old), on_eligible)
+    rack_rule = np.minimum(rf, view.n_domains) if view.rack_aware else np.ones_like(rf)
+    required = np.maximum(rack_rule, np.minimum(rf, view.min_failure_domains))
+    needs_choice = (kept_len > rf) | (spans + (rf - kept_len) < required)
+    counts = np.bincount(np.searchsorted(eligible, old[on_eligible & ~needs_choice[:, None]]), minlength=len(eligible))
+    kept_total = int(kept_len[~needs_choice].sum())
+    for row, target in zip(old[needs_choice].tolist(), rf[needs_choice].tolist()):
+        # how many stay is fixed, which ones is the plan's choice: they count as forced only,
+        # not towards any broker's excess, so the bound stays a true lower bound
+        kept_total += len(keep_valid([b for b in row if b in view.eligible_set], int(target), view))
+    forced = int(rf.sum()) - kept_total
     ceiling = math.ceil(int(rf.sum()) / len(eligible))
-    return forced + int(np.maximum(kept_counts - ceiling, 0).sum())
+    return forced + int(np.maximum(counts - ceiling, 0).sum())
 
 
 def plan_metrics(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,12 +43,32 @@ class Constraints:
         or, when that is None, their current RF.
     default_replication_factor
         RF for topics without an override (None: keep the current one).
+    min_failure_domains
+        Every partition spans at least min(this, RF) failure domains, on top
+        of the rack rule (0: no extra rule).
+    max_partitions
+        Cluster-wide cap on replicas per broker; a broker row's own
+        ``max_partitions`` wins when it is lower.
     """
 
     excluded_brokers: frozenset[int] = frozenset()
     rack_aware: bool = True
     replication_factor: Mapping[str, int] = field(default_factory=dict)
     default_replication_factor: int | None = None
+    min_failure_domains: int = 0
+    max_partitions: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Constraints:
+        """Inverse of :meth:`to_dict` (the plain form that travels to Spark workers)."""
+        return cls(
+            excluded_brokers=frozenset(int(b) for b in raw.get("excluded_brokers", ())),
+            rack_aware=bool(raw.get("rack_aware", True)),
+            replication_factor=dict(raw.get("replication_factor", {})),
+            default_replication_factor=raw.get("default_replication_factor"),
+            min_failure_domains=int(raw.get("min_failure_domains", 0)),
+            max_partitions=raw.get("max_partitions"),
+        )
 
     def rf_for(self, topic: str, current_rf: int) -> int:
         if topic in self.replication_factor:
@@ -62,6 +83,8 @@ class Constraints:
             "rack_aware": self.rack_aware,
             "replication_factor": dict(sorted(self.replication_factor.items())),
             "default_replication_factor": self.default_replication_factor,
+            "min_failure_domains": self.min_failure_domains,
+            "max_partitions": self.max_partitions,
         }
 
 
@@ -100,6 +123,7 @@ def prepare_brokers(brokers: pd.DataFrame, constraints: Constraints) -> pd.DataF
             "rack": racks.values,
             "state": pdf["state"].values,
             "weight": np.asarray(weights, dtype="float64"),
+            "cores": pdf.get("cores", pd.Series([None] * len(pdf))).values,
             "domain": domains,
             "eligible": eligible.values,
             "disk_capacity_bytes": pdf.get("disk_capacity_bytes", pd.Series([None] * len(pdf))).values,
@@ -151,18 +175,31 @@ class ClusterView:
     weight_of: dict[int, float]
     n_domains: int
     rack_aware: bool
+    min_failure_domains: int = 0
+    max_replicas: dict[int, float] = field(default_factory=dict)  # hard caps; inf when none
+    max_disk: dict[int, float] = field(default_factory=dict)
+    eligible_set: frozenset[int] = frozenset()
+    cores_of: dict[int, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.eligible_set = frozenset(self.eligible)
 
     @classmethod
     def from_brokers(cls, brokers: pd.DataFrame, constraints: Constraints) -> ClusterView:
         ids = [int(b) for b in brokers["broker_id"]]
         eligible = sorted(int(b) for b, ok in zip(brokers["broker_id"], brokers["eligible"]) if ok)
         domain_of = dict(zip(ids, brokers["domain"]))
+        global_cap = math.inf if constraints.max_partitions is None else float(constraints.max_partitions)
         return cls(
             eligible=eligible,
             domain_of=domain_of,
             weight_of={b: float(w) for b, w in zip(ids, brokers["weight"])},
             n_domains=len({domain_of[b] for b in eligible}),
             rack_aware=constraints.rack_aware,
+            min_failure_domains=constraints.min_failure_domains,
+            max_replicas={b: min(global_cap, _cap(c)) for b, c in zip(ids, brokers["max_partitions"])},
+            max_disk={b: _cap(c) for b, c in zip(ids, brokers["disk_capacity_bytes"])},
+            cores_of={b: float(c) for b, c in zip(ids, brokers.get("cores", [None] * len(ids))) if _cap(c) < math.inf},
         )
 
     def domain_matrix(self, matrix: np.ndarray) -> np.ndarray:
@@ -178,8 +215,19 @@ class ClusterView:
         return out
 
     def required_domains(self, rf: int) -> int:
-        """Distinct failure domains a partition of this RF must span."""
-        return min(rf, self.n_domains) if self.rack_aware else 1
+        """Distinct failure domains a partition of this RF must span.
+
+        ``min_failure_domains`` may ask for more than the eligible racks can
+        give; :func:`assigners.validate.check_feasible` reports that up front.
+        """
+        rack_rule = min(rf, self.n_domains) if self.rack_aware else 1
+        return max(rack_rule, min(rf, self.min_failure_domains))
+
+    @property
+    def has_caps(self) -> bool:
+        return any(c < math.inf for c in self.max_replicas.values()) or any(
+            c < math.inf for c in self.max_disk.values()
+        )
 
     def rack_alternated(self) -> list[int]:
         """Eligible brokers interleaved by rack: r1b1, r2b1, r3b1, r1b2, ...
@@ -195,6 +243,17 @@ class ClusterView:
         for i in range(max((len(c) for c in columns), default=0)):
             out.extend(c[i] for c in columns if i < len(c))
         return out
+
+
+def topic_codes(partitions: pd.DataFrame) -> np.ndarray:
+    """An integer per topic (partitions are sorted, so codes follow topic order)."""
+    codes: np.ndarray = pd.factorize(partitions["topic"], sort=True)[0].astype(np.int64)
+    return codes
+
+
+def _cap(value: object) -> float:
+    """A nullable cap column value as a float bound (inf: no cap)."""
+    return math.inf if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
 def assignment_frame(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from assigners import round_robin
+from assigners import hashing, lpt, range_assign, round_robin, sticky
 from assigners.diff import DIFF_COLUMNS, assign_waves, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
@@ -22,7 +22,12 @@ from assigners.validate import check_feasible, validate_brokers, validate_loads,
 Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
 
 STRATEGIES: dict[str, Strategy] = {
+    "consistent_hash": hashing.assign_ring,
+    "lpt": lpt.assign,
+    "range": range_assign.assign,
+    "rendezvous": hashing.assign_rendezvous,
     "round_robin": round_robin.assign,
+    "sticky": sticky.assign,
 }
 
 COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
@@ -120,6 +125,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     check_feasible(prepared, view)
 
     assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
+    skip_reason = assignment.attrs.get(lpt.SKIP_REASON)
+    if skip_reason:
+        return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason])
     validate_plan(prepared, assignment, view)
     assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
     target = replica_matrix(assignment["replicas"].tolist())

@@ -10,6 +10,8 @@ Differences from Kafka, each for a reason:
   ``Random``, so the same seed gives the same plan.
 * A final count-balancing pass (:mod:`assigners.balance`) evens out the last
   partial wrap, which Kafka leaves uneven.
+* Broker caps (``max_partitions``, disk) are honoured by moving what the
+  pattern puts above them onto the emptiest legal brokers.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pandas as pd
 
 from assigners.balance import balance_leaders, balance_replica_counts
 from assigners.errors import InsufficientBrokersError
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
+from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash, topic_codes
+from assigners.placement import Usage, evict_over_capacity, refill
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -58,7 +61,12 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     start = stable_hash("round_robin.start", seed) % len(order)
     shift = stable_hash("round_robin.shift", seed) % len(order)
     replicas = [_place(i, int(rf), order, view, start, shift) for i, rf in enumerate(partitions["rf"])]
-    balance_replica_counts(replicas, view)
+    sizes = partitions["size_bytes"].to_numpy()
+    if view.has_caps:  # the fixed pattern ignores caps: move what overflows, then even out
+        usage = Usage(replicas, sizes, view)
+        evict_over_capacity(replicas, usage)
+        refill(replicas, partitions["rf"].to_numpy(), usage)
+    balance_replica_counts(replicas, view, sizes, topic_codes(partitions))
     balance_leaders(replicas, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 

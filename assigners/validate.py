@@ -7,6 +7,7 @@ feasibility checks raise the specific error (no brokers, too few brokers);
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.errors import (
+    CapacityExhaustedError,
     ConstraintViolationError,
     InsufficientBrokersError,
     InvalidInputError,
@@ -145,6 +147,33 @@ def check_feasible(prepared_partitions: pd.DataFrame, view: ClusterView) -> None
             table="brokers",
             rows=sorted({f"topic {t} rf={r}" for t, r in zip(too_big["topic"], too_big["rf"])}),
         )
+    if view.min_failure_domains > view.n_domains:
+        raise InsufficientBrokersError(
+            f"min_failure_domains = {view.min_failure_domains} but the eligible brokers span {view.n_domains} racks",
+            table="brokers",
+        )
+    _check_capacity(prepared_partitions, view)
+
+
+def _check_capacity(prepared_partitions: pd.DataFrame, view: ClusterView) -> None:
+    """Totals that no placement can fit: more replicas or bytes than all caps together."""
+    eligible = view.eligible
+    replicas = int(prepared_partitions["rf"].sum())
+    room = sum(view.max_replicas.get(b, math.inf) for b in eligible)
+    if replicas > room:
+        raise CapacityExhaustedError(
+            f"max_partitions: {replicas} replicas to place, the eligible brokers take {int(room)}",
+            table="brokers",
+            rows=[f"broker_id={b} max_partitions={int(view.max_replicas[b])}" for b in eligible],
+        )
+    needed = int((prepared_partitions["rf"] * prepared_partitions["size_bytes"]).sum())
+    disk = sum(view.max_disk.get(b, math.inf) for b in eligible)
+    if needed > disk:
+        raise CapacityExhaustedError(
+            f"disk_capacity_bytes: {needed} bytes of replicas, the eligible brokers hold {int(disk)}",
+            table="brokers",
+            rows=[f"broker_id={b} disk_capacity_bytes={int(view.max_disk[b])}" for b in eligible],
+        )
 
 
 def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView) -> list[str]:
@@ -178,12 +207,29 @@ def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame,
         ),
         (spans < required, lambda i, reps: f"spans {spans[i]} racks, needs {required[i]}"),
     ]
+    violations.extend(_cap_violations(matrix, prepared_partitions["size_bytes"].to_numpy(dtype=np.int64), view))
     bad_rows = np.flatnonzero(np.any([mask for mask, _ in checks], axis=0))
     for i in bad_rows.tolist():
         reps = matrix[i][valid[i]].tolist()
         name = _tp(aligned["topic"].iat[i], aligned["partition"].iat[i])
         violations.extend(f"{name}: {describe(i, reps)}" for mask, describe in checks if mask[i])
     return violations
+
+
+def _cap_violations(matrix: np.ndarray, sizes: np.ndarray, view: ClusterView) -> list[str]:
+    """Brokers holding more replicas or bytes than their caps."""
+    if not view.has_caps:
+        return []
+    valid = matrix != PAD
+    ids, counts = np.unique(matrix[valid], return_counts=True)
+    disk = pd.Series(np.broadcast_to(sizes[:, None], matrix.shape)[valid]).groupby(matrix[valid]).sum()
+    out = []
+    for b, n in zip(ids.tolist(), counts.tolist()):
+        if n > view.max_replicas.get(b, math.inf):
+            out.append(f"broker {b}: {n} replicas, max_partitions is {int(view.max_replicas[b])}")
+        if disk.get(b, 0) > view.max_disk.get(b, math.inf):
+            out.append(f"broker {b}: {int(disk[b])} bytes, disk_capacity_bytes is {int(view.max_disk[b])}")
+    return out
 
 
 def _same_keys(keys: pd.DataFrame, assignment: pd.DataFrame) -> bool:

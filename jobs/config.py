@@ -79,7 +79,14 @@ _SECTIONS = {
     "job": {"warehouse", "store"},
     "tables": set(TABLE_NAMES),
     "planner": {"strategy", "seed", "wave_broker_limit"},
-    "constraints": {"excluded_brokers", "rack_aware", "replication_factor", "default_replication_factor"},
+    "constraints": {
+        "excluded_brokers",
+        "rack_aware",
+        "replication_factor",
+        "default_replication_factor",
+        "min_failure_domains",
+        "max_partitions",
+    },
     "clusters": None,  # free-form cluster ids, checked below
 }
 
@@ -143,7 +150,7 @@ def _check_keys(table: Mapping[str, Any], known: set[str], prefix: str, source: 
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str, source: str) -> Any:
-    if key not in table:
+    if key not in table or (table[key] is None and default is None):  # TOML has no null; merged dicts do
         return default
     value = table[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -171,7 +178,13 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
     default_rf = raw.get("default_replication_factor")
     if default_rf is not None and (not isinstance(default_rf, int) or isinstance(default_rf, bool) or default_rf < 1):
         raise ConfigError(f"{source}: {prefix}.default_replication_factor must be an integer >= 1, got {default_rf!r}")
-    return Constraints(frozenset(excluded), rack_aware, dict(rf), default_rf)
+    min_domains = _typed(raw, "min_failure_domains", int, 0, f"{prefix}.", source)
+    if min_domains < 0:
+        raise ConfigError(f"{source}: {prefix}.min_failure_domains must be >= 0, got {min_domains}")
+    max_partitions = _typed(raw, "max_partitions", int, None, f"{prefix}.", source)
+    if max_partitions is not None and max_partitions < 1:
+        raise ConfigError(f"{source}: {prefix}.max_partitions must be >= 1, got {max_partitions}")
+    return Constraints(frozenset(excluded), rack_aware, dict(rf), default_rf, min_domains, max_partitions)
 
 
 def _cluster_overrides(raw: Mapping[str, Any], source: str) -> dict[str, dict[str, Any]]:

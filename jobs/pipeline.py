@@ -221,12 +221,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
         request = PlanRequest(
             cluster_id=cluster_id,
             strategy=spec["strategy"],
-            constraints=Constraints(
-                frozenset(spec["excluded_brokers"]),
-                spec["rack_aware"],
-                dict(spec["replication_factor"]),
-                spec["default_replication_factor"],
-            ),
+            constraints=Constraints.from_dict(spec["constraints"]),
             seed=spec["seed"],
             has_previous_plan=spec["has_previous_plan"],
             previous_partitions=spec["previous_partitions"],
@@ -298,7 +293,7 @@ def plan_requests(
         last_version, _, last_partitions = history.last_committed.get(cluster_id, (0, "", 0))
         out[cluster_id] = {
             "strategy": settings.strategy,
-            **settings.constraints.to_dict(),
+            "constraints": settings.constraints.to_dict(),
             "seed": config.seed,
             "wave_broker_limit": config.wave_broker_limit,
             "has_previous_plan": last_version > 0,

@@ -1,0 +1,193 @@
+"""Placing single replicas under every hard rule: eligibility, racks, caps.
+
+The strategies share these steps: trim a baseline to what may stay
+(:func:`keep_valid`), take replicas off brokers above their caps
+(:func:`evict_over_capacity`) and fill the missing replicas on the emptiest
+legal broker (:func:`refill`). All edit a list of replica lists in place.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from typing import NoReturn
+
+import numpy as np
+
+from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
+from assigners.model import ClusterView
+
+
+class Usage:
+    """Replicas and bytes per eligible broker, against its caps."""
+
+    def __init__(self, assignment: list[list[int]], sizes: np.ndarray, view: ClusterView) -> None:
+        self.view = view
+        self.sizes = sizes.tolist()
+        self.count = dict.fromkeys(view.eligible, 0)
+        self.disk = dict.fromkeys(view.eligible, 0)
+        for i, replicas in enumerate(assignment):
+            for b in replicas:
+                self.add(i, b)
+
+    def add(self, i: int, b: int) -> None:
+        if b in self.count:
+            self.count[b] += 1
+            self.disk[b] += self.sizes[i]
+
+    def remove(self, i: int, b: int) -> None:
+        if b in self.count:
+            self.count[b] -= 1
+            self.disk[b] -= self.sizes[i]
+
+    def room_for(self, i: int, b: int) -> bool:
+        """May broker ``b`` take one more replica, of partition ``i``?"""
+        view = self.view
+        return self.count[b] + 1 <= view.max_replicas.get(b, math.inf) and self.disk[b] + self.sizes[
+            i
+        ] <= view.max_disk.get(b, math.inf)
+
+    def fullness(self, b: int) -> float:
+        """Replicas relative to weight: what count balancing evens out."""
+        return self.count[b] / self.view.weight_of[b]
+
+    def over_capacity(self, b: int) -> bool:
+        view = self.view
+        return self.count[b] > view.max_replicas.get(b, math.inf) or self.disk[b] > view.max_disk.get(b, math.inf)
+
+
+def keep_valid(
+    baseline: list[int], rf: int, view: ClusterView, pressure: Mapping[int, float] | None = None
+) -> list[int]:
+    """The baseline replicas that may stay: eligible, distinct, at most ``rf``, racks still reachable.
+
+    Order is kept, so the leader stays the leader when it may. When some
+    must go (RF decrease, or the kept replicas crowd too few racks for the
+    rack rule), the follower on the broker with the highest ``pressure``
+    (its load per weight) goes first, so the forced move also evens out the
+    brokers; ties go to the later replica.
+    """
+    eligible = view.eligible_set
+    kept: list[int] = []
+    for b in baseline:
+        if b in eligible and b not in kept:
+            kept.append(b)
+    required = view.required_domains(rf)
+
+    def drop_one(candidates: list[int]) -> None:
+        followers = [j for j in candidates if j > 0] or candidates
+        worst = max(followers, key=lambda j: ((pressure or {}).get(kept[j], 0.0), j))
+        kept.pop(worst)
+
+    while len(kept) > rf:
+        drop_one(list(range(len(kept))))
+    while len({view.domain_of[b] for b in kept}) + (rf - len(kept)) < required:
+        domains = [view.domain_of[b] for b in kept]
+        drop_one([j for j, d in enumerate(domains) if domains.count(d) > 1])
+    return kept
+
+
+def replica_pressure(assignment: list[list[int]], view: ClusterView) -> dict[int, float]:
+    """Replicas per weight of every eligible broker."""
+    counts = dict.fromkeys(view.eligible, 0)
+    for replicas in assignment:
+        for b in replicas:
+            if b in counts:
+                counts[b] += 1
+    return {b: c / view.weight_of[b] for b, c in counts.items()}
+
+
+def evict_over_capacity(assignment: list[list[int]], usage: Usage) -> int:
+    """Drop replicas from brokers above a cap, followers and later partitions first; returns how many."""
+    dropped = 0
+    over = [b for b in usage.view.eligible if usage.over_capacity(b)]
+    for b in over:
+        for leaders_too in (False, True):
+            for i in range(len(assignment) - 1, -1, -1):
+                if not usage.over_capacity(b):
+                    break
+                replicas = assignment[i]
+                if b in replicas and (leaders_too or replicas[0] != b):
+                    replicas.remove(b)
+                    usage.remove(i, b)
+                    dropped += 1
+    return dropped
+
+
+def refill(assignment: list[list[int]], rf: np.ndarray, usage: Usage) -> int:
+    """Add the missing replicas of every partition on the emptiest legal broker; returns how many.
+
+    Legal: eligible, not already a replica, room under the caps, and a new
+    rack while the partition still needs one for the rack rule. "Emptiest"
+    is replicas per weight, ties to the lower broker id, so refills spread
+    evenly and deterministically.
+    """
+    view = usage.view
+    heap = [(usage.fullness(b), b) for b in view.eligible]
+    heapq.heapify(heap)
+    added = 0
+    for i, target in enumerate(rf.tolist()):
+        replicas = assignment[i]
+        while len(replicas) < target:
+            b = _pop_legal(heap, i, replicas, target, usage)
+            replicas.append(b)
+            usage.add(i, b)
+            heapq.heappush(heap, (usage.fullness(b), b))
+            added += 1
+    return added
+
+
+def _pop_legal(heap: list[tuple[float, int]], i: int, replicas: list[int], target: int, usage: Usage) -> int:
+    """Pop the emptiest broker that may take a replica of partition ``i`` (others go back)."""
+    view = usage.view
+    used = {view.domain_of[b] for b in replicas}
+    required = view.required_domains(target)
+    prefers_new_rack = len(used) < required or (view.rack_aware and len(used) < view.n_domains)
+    old_rack_ok = len(used) + (target - len(replicas) - 1) >= required
+    skipped: list[tuple[float, int]] = []
+    fallback: int | None = None
+    chosen: int | None = None
+    while heap:
+        key, b = heapq.heappop(heap)
+        if key != usage.fullness(b):
+            continue  # stale entry; the fresh one is in the heap
+        skipped.append((key, b))
+        if b in replicas or not usage.room_for(i, b):
+            continue
+        if not prefers_new_rack or view.domain_of[b] not in used:
+            chosen = b
+            break
+        if fallback is None and old_rack_ok:
+            fallback = b  # an old rack still meets the rule; a new one is only preferred
+    for entry in skipped:
+        if entry[1] != chosen:
+            heapq.heappush(heap, entry)
+    if chosen is None:
+        chosen = fallback
+    if chosen is None:
+        raise_no_room(i, replicas, usage)
+    return chosen
+
+
+def raise_no_room(i: int, replicas: list[int], usage: Usage) -> NoReturn:
+    view = usage.view
+    full = [b for b in view.eligible if b not in replicas and not usage.room_for(i, b)]
+    if full:
+        raise CapacityExhaustedError(
+            f"no eligible broker has room for replica {len(replicas) + 1} of partition #{i}",
+            table="brokers",
+            rows=[
+                f"broker_id={b} replicas={usage.count[b]}/{_fmt(view.max_replicas[b])} "
+                f"bytes={usage.disk[b]}/{_fmt(view.max_disk[b])}"
+                for b in full
+            ],
+        )
+    raise InsufficientBrokersError(
+        f"no broker in a new rack left for replica {len(replicas) + 1} of partition #{i} (replicas {replicas})",
+        table="brokers",
+    )
+
+
+def _fmt(cap: float) -> str:
+    return "-" if cap == math.inf else str(int(cap))
