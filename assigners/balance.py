@@ -11,9 +11,10 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
-from assigners.model import ClusterView
-from assigners.placement import Usage
+from assigners.model import ClusterView, topic_codes
+from assigners.placement import Usage, evict_over_capacity, refill
 
 
 class _ReplicaIndex:
@@ -89,6 +90,7 @@ def balance_replica_counts(
     view: ClusterView,
     sizes: np.ndarray | None = None,
     topics: np.ndarray | None = None,
+    usage: Usage | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -109,7 +111,8 @@ def balance_replica_counts(
     if len(view.eligible) < 2:
         return 0
     n = len(assignment)
-    usage = Usage(assignment, np.zeros(n, dtype=np.int64) if sizes is None else sizes, view)
+    if usage is None:
+        usage = Usage(assignment, np.zeros(n, dtype=np.int64) if sizes is None else sizes, view)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     index = _ReplicaIndex(assignment, view)
     moved: set[tuple[int, int, int]] = set()
@@ -187,6 +190,20 @@ def _chain(parent: dict[int, tuple[int, int]], source: int, end: int) -> list[tu
         hops.append((i, prev, node))
         node = prev
     return hops[::-1]
+
+
+def settle(assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterView) -> None:
+    """The finish every count-balancing strategy shares, in place.
+
+    Replicas above a broker cap go, missing replicas are filled on the
+    emptiest legal brokers, then replica counts and leaders are evened out.
+    """
+    sizes = partitions["size_bytes"].to_numpy()
+    usage = Usage(assignment, sizes, view)
+    evict_over_capacity(assignment, usage)
+    refill(assignment, partitions["rf"].to_numpy(), usage)
+    balance_replica_counts(assignment, view, sizes, topic_codes(partitions), usage)
+    balance_leaders(assignment, view)
 
 
 def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:

@@ -20,6 +20,7 @@ splitmix64 mix in numpy for the many derived keys), never Python's ``hash()``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,7 @@ class _Picker:
     def __init__(self, view: ClusterView, usage: Usage, bound: dict[int, float]) -> None:
         self.view, self.usage, self.bound = view, usage, bound
 
-    def pick(self, i: int, rf: int, preference: list[int]) -> list[int]:
+    def pick(self, i: int, rf: int, preference: Iterable[int]) -> list[int]:
         """The first ``rf`` legal brokers of ``preference``.
 
         First pass: unused racks only (while any remain) and within the load
@@ -130,27 +131,45 @@ def assign_ring(
     usage = Usage([], partitions["size_bytes"].to_numpy(), view)
     picker = _Picker(view, usage, _bounded_caps(view, int(rf.sum()), bounded_load_epsilon))
     starts = np.searchsorted(points, partition_keys(partitions, f"ring:{seed}"))
-    n_points = len(points)
     replicas = []
     for i, (start, target) in enumerate(zip(starts.tolist(), rf.tolist())):
-        replicas.append(picker.pick(i, target, _walk(owners, start, n_points, len(view.eligible))))
+        replicas.append(picker.pick(i, target, _RingWalk(owners, start)))
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
 
-def _walk(owners: np.ndarray, start: int, n_points: int, n_brokers: int) -> list[int]:
-    """Distinct owners clockwise from ``start`` (every broker, in ring order)."""
-    seen: dict[int, None] = {}
-    window = 64
-    pos = start
-    scanned = 0
-    while len(seen) < n_brokers and scanned < n_points:
-        idx = (pos + np.arange(window)) % n_points
-        for b in owners[idx].tolist():
-            seen.setdefault(b, None)
-        pos += window
-        scanned += window
-        window *= 2
-    return list(seen)
+class _RingWalk:
+    """Distinct owners clockwise from ``start``, walked only as far as the picker reads.
+
+    Most partitions are placed from the first few owners; walking the whole
+    ring up front would cost every partition a pass over all brokers. The
+    owners found so far are kept, so the picker's later passes reread them.
+    """
+
+    def __init__(self, owners: np.ndarray, start: int) -> None:
+        self.owners, self.pos, self.window = owners, start, 16
+        self.scanned = 0
+        self.found: list[int] = []
+        self.seen: set[int] = set()
+
+    def __iter__(self) -> Iterator[int]:
+        k = 0
+        while True:
+            while k >= len(self.found) and self.scanned < len(self.owners):
+                self._scan_more()
+            if k >= len(self.found):
+                return
+            yield self.found[k]
+            k += 1
+
+    def _scan_more(self) -> None:
+        idx = (self.pos + np.arange(self.window)) % len(self.owners)
+        for b in self.owners[idx].tolist():
+            if b not in self.seen:
+                self.seen.add(b)
+                self.found.append(b)
+        self.pos += self.window
+        self.scanned += self.window
+        self.window *= 2
 
 
 def assign_rendezvous(

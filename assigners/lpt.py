@@ -21,11 +21,10 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import broker_table, replica_loads
-from assigners.model import ClusterView, Constraints, assignment_frame
-from assigners.placement import Usage, keep_valid, raise_no_room
+from assigners.model import SKIP_REASON, ClusterView, Constraints, assignment_frame
+from assigners.placement import Usage, keep_valid, pop_legal
 
 LPT_SKIP_RATIO = 1.5
-SKIP_REASON = "skip_reason"  # DataFrame.attrs key the planner reads
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -58,7 +57,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     for i in np.lexsort((np.arange(len(total)), -total)).tolist():
         while len(replicas[i]) < rf[i]:
             amount = leader_load[i] if not replicas[i] else follower_load[i]
-            b = _pop_least(heap, load, i, replicas[i], int(rf[i]), usage)
+            b = pop_legal(heap, load.__getitem__, i, replicas[i], int(rf[i]), usage)
             replicas[i].append(b)
             usage.add(i, b)
             load[b] += amount / view.weight_of[b]
@@ -75,40 +74,6 @@ def _load_ratio(
     if not len(loads) or loads.max() == 0:
         return 1.0
     return float("inf") if loads.min() == 0 else float(loads.max() / loads.min())
-
-
-def _pop_least(
-    heap: list[tuple[float, int]], load: dict[int, float], i: int, chosen: list[int], rf: int, usage: Usage
-) -> int:
-    """The least-loaded broker that may take the next replica of partition ``i`` (others go back)."""
-    view = usage.view
-    used = {view.domain_of[b] for b in chosen}
-    required = view.required_domains(rf)
-    prefers_new = (view.rack_aware and len(used) < view.n_domains) or len(used) < required
-    old_rack_ok = len(used) + (rf - len(chosen) - 1) >= required
-    skipped, picked, fallback = [], None, None
-    while heap:
-        key, b = heapq.heappop(heap)
-        if key != load[b]:
-            continue
-        skipped.append((key, b))
-        if b in chosen or not usage.room_for(i, b):
-            continue
-        if not prefers_new or view.domain_of[b] not in used:
-            picked = b
-            break
-        if fallback is None and old_rack_ok:
-            fallback = b
-    for entry in skipped:
-        if entry[1] != picked:
-            heapq.heappush(heap, entry)
-    if picked is None and fallback is not None:
-        picked = fallback
-        heap.remove((load[picked], picked))
-        heapq.heapify(heap)
-    if picked is None:
-        raise_no_room(i, chosen, usage)
-    return picked
 
 
 def _balance_leader_load(

@@ -26,6 +26,9 @@ BROKER_STATES = (ACTIVE, DRAINING, DEAD)
 LEADER_IN, LEADER_OUT, FOLLOWER_IN = 1.0, 1.0, 1.0
 
 ASSIGNMENT_COLUMNS = ["topic", "partition", "replicas"]
+# A strategy that decides the cluster needs no new plan returns the baseline with this
+# DataFrame.attrs key set to the reason; the planner then reports the cluster skipped.
+SKIP_REASON = "skip_reason"
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,12 @@ class ClusterView:
         """
         rack_rule = min(rf, self.n_domains) if self.rack_aware else 1
         return max(rack_rule, min(rf, self.min_failure_domains))
+
+    def required_domains_each(self, rf: np.ndarray) -> np.ndarray:
+        """:meth:`required_domains` of every element of an RF array."""
+        rack_rule = np.minimum(rf, self.n_domains) if self.rack_aware else np.ones_like(rf)
+        required: np.ndarray = np.maximum(rack_rule, np.minimum(rf, self.min_failure_domains))
+        return required
 
     @property
     def has_caps(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 import numpy as np
@@ -130,7 +130,7 @@ def refill(assignment: list[list[int]], rf: np.ndarray, usage: Usage) -> int:
     for i, target in enumerate(rf.tolist()):
         replicas = assignment[i]
         while len(replicas) < target:
-            b = _pop_legal(heap, i, replicas, target, usage)
+            b = pop_legal(heap, usage.fullness, i, replicas, target, usage)
             replicas.append(b)
             usage.add(i, b)
             heapq.heappush(heap, (usage.fullness(b), b))
@@ -138,8 +138,21 @@ def refill(assignment: list[list[int]], rf: np.ndarray, usage: Usage) -> int:
     return added
 
 
-def _pop_legal(heap: list[tuple[float, int]], i: int, replicas: list[int], target: int, usage: Usage) -> int:
-    """Pop the emptiest broker that may take a replica of partition ``i`` (others go back)."""
+def pop_legal(
+    heap: list[tuple[float, int]],
+    key_of: Callable[[int], float],
+    i: int,
+    replicas: list[int],
+    target: int,
+    usage: Usage,
+) -> int:
+    """Pop the lowest-key broker that may take the next replica of partition ``i`` (others go back).
+
+    ``heap`` holds ``(key, broker)`` entries; an entry whose key is no longer
+    ``key_of(broker)`` is stale and dropped (the caller pushed a fresh one).
+    A broker in an unused rack wins while the partition may still use one;
+    an old rack is the fallback when the rack rule still holds with it.
+    """
     view = usage.view
     used = {view.domain_of[b] for b in replicas}
     required = view.required_domains(target)
@@ -150,7 +163,7 @@ def _pop_legal(heap: list[tuple[float, int]], i: int, replicas: list[int], targe
     chosen: int | None = None
     while heap:
         key, b = heapq.heappop(heap)
-        if key != usage.fullness(b):
+        if key != key_of(b):
             continue  # stale entry; the fresh one is in the heap
         skipped.append((key, b))
         if b in replicas or not usage.room_for(i, b):
@@ -160,11 +173,11 @@ def _pop_legal(heap: list[tuple[float, int]], i: int, replicas: list[int], targe
             break
         if fallback is None and old_rack_ok:
             fallback = b  # an old rack still meets the rule; a new one is only preferred
+    if chosen is None:
+        chosen = fallback
     for entry in skipped:
         if entry[1] != chosen:
             heapq.heappush(heap, entry)
-    if chosen is None:
-        chosen = fallback
     if chosen is None:
         raise_no_room(i, replicas, usage)
     return chosen

@@ -16,7 +16,7 @@ from assigners import hashing, lpt, range_assign, round_robin, sticky
 from assigners.diff import DIFF_COLUMNS, assign_waves, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
-from assigners.model import ClusterView, Constraints, prepare_brokers, prepare_partitions, replica_matrix
+from assigners.model import SKIP_REASON, ClusterView, Constraints, prepare_brokers, prepare_partitions, replica_matrix
 from assigners.validate import check_feasible, validate_brokers, validate_loads, validate_partitions, validate_plan
 
 Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
@@ -125,7 +125,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     check_feasible(prepared, view)
 
     assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
-    skip_reason = assignment.attrs.get(lpt.SKIP_REASON)
+    skip_reason = assignment.attrs.get(SKIP_REASON)
     if skip_reason:
         return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason])
     validate_plan(prepared, assignment, view)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assigners.balance import balance_leaders, balance_replica_counts
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash, topic_codes
-from assigners.placement import Usage, evict_over_capacity, refill
+from assigners.balance import settle
+from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -46,12 +45,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         for j in range(n):
             first = (start + _range_index(j, n, m)) % m
             replicas.append(_followers(first, int(rf[rows.start + j]), order, view))
-    sizes = partitions["size_bytes"].to_numpy()
-    usage = Usage(replicas, sizes, view)
-    evict_over_capacity(replicas, usage)
-    refill(replicas, rf, usage)
-    balance_replica_counts(replicas, view, sizes, topic_codes(partitions))
-    balance_leaders(replicas, view)
+    settle(replicas, partitions, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
 

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from assigners.balance import balance_leaders, balance_replica_counts
+from assigners.balance import settle
 from assigners.errors import InsufficientBrokersError
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash, topic_codes
-from assigners.placement import Usage, evict_over_capacity, refill
+from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -61,13 +60,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     start = stable_hash("round_robin.start", seed) % len(order)
     shift = stable_hash("round_robin.shift", seed) % len(order)
     replicas = [_place(i, int(rf), order, view, start, shift) for i, rf in enumerate(partitions["rf"])]
-    sizes = partitions["size_bytes"].to_numpy()
-    if view.has_caps:  # the fixed pattern ignores caps: move what overflows, then even out
-        usage = Usage(replicas, sizes, view)
-        evict_over_capacity(replicas, usage)
-        refill(replicas, partitions["rf"].to_numpy(), usage)
-    balance_replica_counts(replicas, view, sizes, topic_codes(partitions))
-    balance_leaders(replicas, view)
+    settle(replicas, partitions, view)  # caps, missing replicas, even counts and leaders
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
 

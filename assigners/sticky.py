@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from assigners.balance import balance_leaders, balance_replica_counts
-from assigners.model import ClusterView, Constraints, assignment_frame, topic_codes
-from assigners.placement import Usage, evict_over_capacity, keep_valid, refill, replica_pressure
+from assigners.balance import settle
+from assigners.model import ClusterView, Constraints, assignment_frame
+from assigners.placement import keep_valid, replica_pressure
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -41,13 +41,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     """
     view = ClusterView.from_brokers(brokers, constraints)
     rf = partitions["rf"].to_numpy()
-    sizes = partitions["size_bytes"].to_numpy()
     baseline = partitions["baseline"].tolist()
     pressure = replica_pressure(baseline, view)
     replicas = [keep_valid(list(base), int(r), view, pressure) for base, r in zip(baseline, rf.tolist())]
-    usage = Usage(replicas, sizes, view)
-    evict_over_capacity(replicas, usage)
-    refill(replicas, rf, usage)
-    balance_replica_counts(replicas, view, sizes, topic_codes(partitions))
-    balance_leaders(replicas, view)
+    settle(replicas, partitions, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)

@@ -157,23 +157,20 @@ def check_feasible(prepared_partitions: pd.DataFrame, view: ClusterView) -> None
 
 def _check_capacity(prepared_partitions: pd.DataFrame, view: ClusterView) -> None:
     """Totals that no placement can fit: more replicas or bytes than all caps together."""
-    eligible = view.eligible
-    replicas = int(prepared_partitions["rf"].sum())
-    room = sum(view.max_replicas.get(b, math.inf) for b in eligible)
-    if replicas > room:
-        raise CapacityExhaustedError(
-            f"max_partitions: {replicas} replicas to place, the eligible brokers take {int(room)}",
-            table="brokers",
-            rows=[f"broker_id={b} max_partitions={int(view.max_replicas[b])}" for b in eligible],
-        )
-    needed = int((prepared_partitions["rf"] * prepared_partitions["size_bytes"]).sum())
-    disk = sum(view.max_disk.get(b, math.inf) for b in eligible)
-    if needed > disk:
-        raise CapacityExhaustedError(
-            f"disk_capacity_bytes: {needed} bytes of replicas, the eligible brokers hold {int(disk)}",
-            table="brokers",
-            rows=[f"broker_id={b} disk_capacity_bytes={int(view.max_disk[b])}" for b in eligible],
-        )
+    rf = prepared_partitions["rf"]
+    replica_bytes = int((rf * prepared_partitions["size_bytes"]).sum())
+    demands = (
+        ("max_partitions", "replicas to place, the eligible brokers take", int(rf.sum()), view.max_replicas),
+        ("disk_capacity_bytes", "bytes of replicas, the eligible brokers hold", replica_bytes, view.max_disk),
+    )
+    for cap, what, needed, caps in demands:
+        room = sum(caps.get(b, math.inf) for b in view.eligible)
+        if needed > room:
+            raise CapacityExhaustedError(
+                f"{cap}: {needed} {what} {int(room)}",
+                table="brokers",
+                rows=[f"broker_id={b} {cap}={int(caps[b])}" for b in view.eligible],
+            )
 
 
 def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView) -> list[str]:
@@ -196,7 +193,7 @@ def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame,
     rf = prepared_partitions["rf"].to_numpy(dtype=np.int64)
     lengths = valid.sum(axis=1)
     eligible = np.asarray(view.eligible, dtype=np.int64)
-    required = np.minimum(rf, view.n_domains) if view.rack_aware else np.ones_like(rf)
+    required = view.required_domains_each(rf)
     spans = distinct_per_row(view.domain_matrix(matrix), valid)
     checks: list[tuple[np.ndarray, Callable[[int, list[int]], str]]] = [
         (lengths != rf, lambda i, reps: f"{len(reps)} replicas {reps}, replication factor is {rf[i]}"),

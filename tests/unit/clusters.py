@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
+
+from assigners import Constraints
 
 
 def brokers_frame(
@@ -74,3 +78,38 @@ def random_clusters(draw: st.DrawFn, max_brokers: int = 12, max_rf: int = 5) -> 
         bytes_in=[float(x) for x in rng.zipf(1.5, len(rows))],
     )
     return brokers, parts
+
+
+def assert_valid(brokers: pd.DataFrame, parts: pd.DataFrame, planned: pd.DataFrame, constraints: Constraints) -> None:
+    """Independent re-check of every hard rule, caps included (not via assigners.validate)."""
+    eligible = {
+        int(b)
+        for b, s in zip(brokers["broker_id"], brokers["state"])
+        if s == "active" and int(b) not in constraints.excluded_brokers
+    }
+    rack = {int(b): (r if r is not None else f"none{b}") for b, r in zip(brokers["broker_id"], brokers["rack"])}
+    n_racks = len({rack[b] for b in eligible})
+    assert sorted(zip(planned["topic"], planned["partition"])) == sorted(zip(parts["topic"], parts["partition"]))
+    rf_of = {
+        (t, p): constraints.rf_for(t, len(r)) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])
+    }
+    size_of = dict(zip(zip(parts["topic"], parts["partition"]), parts["size_bytes"]))
+    count: Counter[int] = Counter()
+    disk: Counter[int] = Counter()
+    for t, p, reps, leader in zip(planned["topic"], planned["partition"], planned["replicas"], planned["leader"]):
+        reps = list(reps)
+        assert len(reps) == rf_of[(t, p)] and len(set(reps)) == len(reps), (t, p, reps)
+        assert set(reps) <= eligible, (t, p, reps, eligible)
+        assert leader == reps[0], (t, p, reps, leader)
+        if constraints.rack_aware:
+            assert len({rack[b] for b in reps}) >= min(len(reps), n_racks), (t, p, reps)
+        for b in reps:
+            count[b] += 1
+            disk[b] += size_of[(t, p)]
+    caps = dict(zip(brokers["broker_id"], brokers["max_partitions"]))
+    disks = dict(zip(brokers["broker_id"], brokers["disk_capacity_bytes"]))
+    for b in count:
+        if caps.get(b) is not None and not pd.isna(caps[b]):
+            assert count[b] <= caps[b], (b, count[b], caps[b])
+        if disks.get(b) is not None and not pd.isna(disks[b]):
+            assert disk[b] <= disks[b], (b, disk[b], disks[b])

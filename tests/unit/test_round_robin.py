@@ -17,7 +17,7 @@ from assigners import (
     PlanRequest,
     plan_cluster,
 )
-from tests.unit.clusters import brokers_frame, partitions_frame, random_clusters
+from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
 
 
 def plan(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seed: int = 0):
@@ -28,29 +28,6 @@ def counts(planned: pd.DataFrame) -> tuple[Counter[int], Counter[int]]:
     replicas = Counter(b for r in planned["replicas"] for b in r)
     leaders = Counter(int(r[0]) for r in planned["replicas"])
     return replicas, leaders
-
-
-def assert_valid(brokers: pd.DataFrame, parts: pd.DataFrame, planned: pd.DataFrame, constraints: Constraints) -> None:
-    """Independent re-check of every rule (not via assigners.validate)."""
-    eligible = {
-        int(b)
-        for b, s in zip(brokers["broker_id"], brokers["state"])
-        if s == "active" and int(b) not in constraints.excluded_brokers
-    }
-    rack = {int(b): (r if r is not None else f"none{b}") for b, r in zip(brokers["broker_id"], brokers["rack"])}
-    n_racks = len({rack[b] for b in eligible})
-    assert sorted(zip(planned["topic"], planned["partition"])) == sorted(zip(parts["topic"], parts["partition"]))
-    rf_of = {
-        (t, p): constraints.rf_for(t, len(r)) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])
-    }
-    for t, p, reps, leader in zip(planned["topic"], planned["partition"], planned["replicas"], planned["leader"]):
-        reps = list(reps)
-        assert len(reps) == rf_of[(t, p)], (t, p, reps)
-        assert len(set(reps)) == len(reps), (t, p, reps)
-        assert set(reps) <= eligible, (t, p, reps, eligible)
-        assert leader == reps[0]
-        if constraints.rack_aware:
-            assert len({rack[b] for b in reps}) >= min(len(reps), n_racks), (t, p, reps)
 
 
 def test_spreads_leaders_and_replicas_evenly_on_a_uniform_cluster():

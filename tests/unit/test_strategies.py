@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, prepare_brokers
-from tests.unit.clusters import brokers_frame, partitions_frame, random_clusters
+from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
 
@@ -21,39 +21,6 @@ ALL = sorted(STRATEGIES)
 def plan(strategy, brokers, parts, constraints=None, seed=0, previous=False):
     request = PlanRequest("c1", strategy, constraints or Constraints(), seed, has_previous_plan=previous)
     return plan_cluster(brokers, parts, request)
-
-
-def assert_valid(brokers: pd.DataFrame, parts: pd.DataFrame, planned: pd.DataFrame, constraints: Constraints) -> None:
-    """Independent re-check of every hard rule, caps included (not via assigners.validate)."""
-    eligible = {
-        int(b)
-        for b, s in zip(brokers["broker_id"], brokers["state"])
-        if s == "active" and int(b) not in constraints.excluded_brokers
-    }
-    rack = {int(b): (r if r is not None else f"none{b}") for b, r in zip(brokers["broker_id"], brokers["rack"])}
-    n_racks = len({rack[b] for b in eligible})
-    assert sorted(zip(planned["topic"], planned["partition"])) == sorted(zip(parts["topic"], parts["partition"]))
-    rf_of = {
-        (t, p): constraints.rf_for(t, len(r)) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])
-    }
-    size_of = dict(zip(zip(parts["topic"], parts["partition"]), parts["size_bytes"]))
-    count, disk = Counter(), Counter()
-    for t, p, reps in zip(planned["topic"], planned["partition"], planned["replicas"]):
-        reps = list(reps)
-        assert len(reps) == rf_of[(t, p)] and len(set(reps)) == len(reps), (t, p, reps)
-        assert set(reps) <= eligible, (t, p, reps, eligible)
-        if constraints.rack_aware:
-            assert len({rack[b] for b in reps}) >= min(len(reps), n_racks), (t, p, reps)
-        for b in reps:
-            count[b] += 1
-            disk[b] += size_of[(t, p)]
-    caps = dict(zip(brokers["broker_id"], brokers["max_partitions"]))
-    disks = dict(zip(brokers["broker_id"], brokers["disk_capacity_bytes"]))
-    for b in count:
-        if caps.get(b) is not None and not pd.isna(caps[b]):
-            assert count[b] <= caps[b], (b, count[b], caps[b])
-        if disks.get(b) is not None and not pd.isna(disks[b]):
-            assert disk[b] <= disks[b], (b, disk[b], disks[b])
 
 
 def with_caps_that_always_fit(brokers: pd.DataFrame, parts: pd.DataFrame) -> pd.DataFrame:
