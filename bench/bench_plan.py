@@ -120,7 +120,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--partitions", type=int, default=100_000, help="partitions in the whole fleet")
     parser.add_argument("--clusters", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first (JVM JIT, Python workers)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     spark = get_spark(app_name="partition-planner-bench")
@@ -134,11 +135,12 @@ def main() -> int:
             f"fleet: {args.clusters} clusters, {len(fleet['brokers'])} brokers, {n_parts} partitions, "
             f"{int(fleet['partitions']['replicas'].map(len).sum())} replicas"
         )
-        # warm-up: JVM, Python workers, the first pandas UDF
-        reset_outputs(warehouse)
-        _, counts = time_plan(spark, warehouse)
-        reset_outputs(warehouse)
-        time_floor(spark, warehouse, counts)
+        # warm-up: JVM (its JIT keeps speeding both sides up for a few rounds), Python workers, pandas UDFs
+        for _ in range(args.warmup):
+            reset_outputs(warehouse)
+            _, counts = time_plan(spark, warehouse)
+            reset_outputs(warehouse)
+            time_floor(spark, warehouse, counts)
         plan_times, floor_times = [], []
         for i in range(args.repeat):
             reset_outputs(warehouse)

@@ -1,7 +1,7 @@
 """The plan job's stages: pick snapshots, build inputs, plan per cluster, write.
 
-Write order is the commit protocol (DESIGN.md): ``plans``, then ``moves``,
-then the ``plan_runs`` row that makes the version visible. A crash before the
+Write order is the commit protocol (DESIGN.md): ``plans`` and ``moves``
+(side by side), then the ``plan_runs`` row that makes the version visible. A crash before the
 last commit leaves rows no reader counts (they belong to no committed run);
 the rerun supersedes them and completes the run.
 """
@@ -14,19 +14,20 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from jobs.config import Config
 from jobs.session import describe
 from jobs.store import Supersede, TableStore
-from schemas import MOVES, PLAN_RUNS, PLANNED, PLANS, TableSpec
+from schemas import MOVES, PLAN_INPUT, PLAN_RUNS, PLANNED, PLANS, TableSpec
 
 log = logging.getLogger(__name__)
 
@@ -157,55 +158,94 @@ def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History
 def build_inputs(
     spark: SparkSession, store: TableStore, snapshots: dict[str, dt.datetime], history: History
 ) -> tuple[DataFrame, DataFrame]:
-    """(partitions with loads and baseline, brokers) of the chosen snapshots."""
-    snaps_df = F.broadcast(spark.createDataFrame(list(snapshots.items()), "cluster_id string, snapshot_ts timestamp"))
+    """(stacked partition, throughput and baseline rows as ``schemas.PLAN_INPUT``, brokers) of the snapshots."""
+    snaps_df = snapshots_frame(spark, snapshots)
     brokers_df = store.read("brokers").join(snaps_df, on=["cluster_id", "snapshot_ts"], how="inner")
-    partitions_df = store.read("partitions").join(snaps_df, on=["cluster_id", "snapshot_ts"], how="inner")
-    partitions_df = with_throughput(partitions_df, store.read("throughput"), snaps_df)
-    partitions_df = with_baseline(partitions_df, committed_plans(spark, store, history))
-    return partitions_df, brokers_df
+    return stacked_inputs(store, snaps_df, committed_plans(spark, store, history, list(snapshots))), brokers_df
 
 
-def with_throughput(partitions_df: DataFrame, throughput_df: DataFrame, snaps_df: DataFrame) -> DataFrame:
-    """Join each partition's newest rates measured at or before its snapshot."""
-    window = Window.partitionBy("cluster_id", "topic", "partition").orderBy(F.col("tp_ts").desc())
+def snapshots_frame(spark: SparkSession, snapshots: dict[str, dt.datetime]) -> DataFrame:
+    return F.broadcast(spark.createDataFrame(list(snapshots.items()), "cluster_id string, snapshot_ts timestamp"))
+
+
+def stacked_inputs(store: TableStore, snaps_df: DataFrame, plans_df: DataFrame | None = None) -> DataFrame:
+    """The snapshot's partitions, the rates measured at or before it and the baseline plan, in one frame."""
+    partitions = store.read("partitions").join(snaps_df, on=["cluster_id", "snapshot_ts"], how="inner")
     rates = (
-        throughput_df.withColumnRenamed("snapshot_ts", "tp_ts")
-        .join(snaps_df, on="cluster_id", how="inner")
-        .where(F.col("tp_ts") <= F.col("snapshot_ts"))
-        .withColumn("rank", F.row_number().over(window))
-        .where(F.col("rank") == 1)
-        .select(
-            "cluster_id",
-            "topic",
-            "partition",
-            F.col("bytes_in_per_sec").alias("bytes_in"),
-            F.col("bytes_out_per_sec").alias("bytes_out"),
+        store.read("throughput")
+        .join(snaps_df.withColumnRenamed("snapshot_ts", "as_of"), on="cluster_id", how="inner")
+        .where(F.col("snapshot_ts") <= F.col("as_of"))
+    )
+    stacked = _as_plan_input(
+        partitions, "partition", replicas=F.col("replicas"), leader=F.col("leader"), size_bytes=F.col("size_bytes")
+    ).unionByName(
+        _as_plan_input(
+            rates,
+            "throughput",
+            measured_ts=F.col("snapshot_ts"),
+            bytes_in=F.col("bytes_in_per_sec"),
+            bytes_out=F.col("bytes_out_per_sec"),
         )
     )
-    return partitions_df.join(rates, on=["cluster_id", "topic", "partition"], how="left").withColumn(
-        "has_throughput", F.col("bytes_in").isNotNull()
+    if plans_df is not None:
+        stacked = stacked.unionByName(
+            _as_plan_input(plans_df, "baseline", replicas=F.col("replicas"), epoch=F.col("epoch"))
+        )
+    return stacked
+
+
+def _as_plan_input(df: DataFrame, source: str, **columns: Any) -> DataFrame:
+    """``df``'s rows as PLAN_INPUT rows of one source: the keys, ``columns``, nulls elsewhere."""
+    picked = {
+        "cluster_id": F.col("cluster_id"),
+        "source": F.lit(source),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        **columns,
+    }
+    return df.select(
+        [picked.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in PLAN_INPUT.spark_schema().fields]
     )
 
 
-def committed_plans(spark: SparkSession, store: TableStore, history: History) -> DataFrame:
-    """Rows of each cluster's last committed plan version (the baseline)."""
-    keys = [(c, v, r) for c, (v, r, _) in history.last_committed.items()]
+def committed_plans(spark: SparkSession, store: TableStore, history: History, clusters: list[str]) -> DataFrame:
+    """Rows of the last committed plan version (the baseline) of each of ``clusters``."""
+    keys = [(c, v, r) for c, (v, r, _) in history.last_committed.items() if c in clusters]
     keys_df = spark.createDataFrame(keys, "cluster_id string, plan_version long, run_id string")
     return store.read_or_empty("plans").join(
         F.broadcast(keys_df), on=["cluster_id", "plan_version", "run_id"], how="inner"
     )
 
 
-def with_baseline(partitions_df: DataFrame, plans_df: DataFrame) -> DataFrame:
-    baseline = plans_df.select(
-        "cluster_id",
-        "topic",
-        "partition",
-        F.col("replicas").alias("baseline_replicas"),
-        F.col("epoch").alias("baseline_epoch"),
+_KEYS = ["topic", "partition"]
+
+
+def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
+    """One cluster's partition frame for the planner from its stacked PLAN_INPUT rows.
+
+    The snapshot's partition rows (duplicates kept, for validation to name),
+    each with its newest rates measured at or before the snapshot
+    (``has_throughput`` False and null rates when there are none) and the
+    baseline plan's ``baseline_replicas`` / ``baseline_epoch`` (null when the
+    plan lacks it).
+    """
+    source = inputs["source"]
+    partitions = inputs.loc[source == "partition", [*_KEYS, "replicas", "leader", "size_bytes"]]
+    # ties on the timestamp are broken by value, so the pick never depends on row order
+    rates = (
+        inputs.loc[source == "throughput", [*_KEYS, "measured_ts", "bytes_in", "bytes_out"]]
+        .sort_values([*_KEYS, "measured_ts", "bytes_in", "bytes_out"], kind="stable")
+        .drop_duplicates(_KEYS, keep="last")
+        .drop(columns="measured_ts")
     )
-    return partitions_df.join(baseline, on=["cluster_id", "topic", "partition"], how="left")
+    baseline = inputs.loc[source == "baseline", [*_KEYS, "replicas", "epoch"]].rename(
+        columns={"replicas": "baseline_replicas", "epoch": "baseline_epoch"}
+    )
+    out = partitions.merge(rates, on=_KEYS, how="left").merge(baseline, on=_KEYS, how="left")
+    out["has_throughput"] = out["bytes_in"].notna()
+    planned = out["baseline_replicas"].astype(object)
+    out["baseline_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
+    return out.reset_index(drop=True)
 
 
 # -- planning in Spark ------------------------------------------------------------
@@ -215,8 +255,10 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
     """The cogrouped applyInPandas function; closes over plain values only (STYLE rule 3)."""
     columns = PLANNED.column_names
 
-    def plan_group(key: tuple[Any, ...], partitions_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame) -> pd.DataFrame:
+    def plan_group(key: tuple[Any, ...], inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame) -> pd.DataFrame:
         cluster_id = str(key[0])
+        if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
+            return coerce_to_spec(pd.DataFrame(columns=columns), PLANNED)
         spec = requests[cluster_id]
         request = PlanRequest(
             cluster_id=cluster_id,
@@ -228,7 +270,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             wave_broker_limit=spec["wave_broker_limit"],
         )
         try:
-            result = plan_cluster(brokers_pdf, partitions_pdf, request)
+            result = plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
             summary = {
                 "status": result.status,
                 "error": result.error,
@@ -305,10 +347,10 @@ def plan_requests(
 
 
 def run_planner(
-    partitions_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]], run_id: str
+    inputs_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]], run_id: str
 ) -> DataFrame:
     return (
-        partitions_df.groupBy("cluster_id")
+        inputs_df.groupBy("cluster_id")
         .cogroup(brokers_df.groupBy("cluster_id"))
         .applyInPandas(make_cluster_planner(requests, run_id), schema=PLANNED.spark_schema())
     )
@@ -324,24 +366,38 @@ def txn_id(run_id: str, cluster_id: str) -> str:
 def write_plan_tables(
     store: TableStore, planned_df: DataFrame, outcomes: list[ClusterOutcome], run_id: str, metadata: dict[str, Any]
 ) -> None:
-    """Append plans then moves for the committed clusters, skipping commits a crashed try already made."""
+    """Append plans and moves for the committed clusters, skipping commits a crashed try already made.
+
+    The two tables are written at the same time (two Spark jobs from two
+    threads): no reader counts either before the plan_runs row exists, so
+    their mutual order does not matter, and the wall time is one write, not two.
+    """
     versions = {
         o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.already_done
     }
+    jobs = []
     for name, select in (("plans", plans_columns), ("moves", moves_columns)):
         recorded = store.txn_versions(name, [txn_id(run_id, c) for c in versions])
         pending = {c: v for c, v in versions.items() if recorded[txn_id(run_id, c)] != v}
-        if not pending:
-            continue
-        rows = planned_df.where(F.col("topic").isNotNull() & F.col("cluster_id").isin(sorted(pending)))
+        if pending:
+            rows = planned_df.where(F.col("topic").isNotNull() & F.col("cluster_id").isin(sorted(pending)))
+            jobs.append((name, select(rows), pending))
+    if not jobs:
+        return
+
+    def append(name: str, rows: DataFrame, pending: dict[str, int]) -> None:
         with stage(store.spark, f"write_{name}", clusters=len(pending)) as info:
             info["version"] = store.append(
                 name,
-                select(rows),
+                rows,
                 supersede=Supersede(pending),
                 txns={txn_id(run_id, c): v for c, v in pending.items()},
                 metadata=metadata,
             )
+
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="write") as pool:
+        for future in [pool.submit(append, *job) for job in jobs]:
+            future.result()  # re-raises a failed write: plan_runs is then not written
 
 
 def plans_columns(planned_df: DataFrame) -> DataFrame:
@@ -459,8 +515,8 @@ def run_plan(
     if not todo:
         return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run)
 
-    partitions_df, brokers_df = build_inputs(spark, store, todo, history)
-    planned_df = run_planner(partitions_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
+    inputs_df, brokers_df = build_inputs(spark, store, todo, history)
+    planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
         outcomes = [
             _outcome(row, snapshots)

@@ -122,14 +122,10 @@ def write_report(
 def _broker_report(
     spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series
 ) -> pd.DataFrame:
-    from jobs.pipeline import with_throughput
+    from jobs.pipeline import assemble_partitions, snapshots_frame, stacked_inputs
 
-    snap = spark.createDataFrame(
-        [(cluster_id, run["snapshot_ts"].to_pydatetime())], "cluster_id string, snapshot_ts timestamp"
-    )
-    parts = with_throughput(
-        store.read("partitions").join(snap, ["cluster_id", "snapshot_ts"], "inner"), store.read("throughput"), snap
-    ).toPandas()
+    snap = snapshots_frame(spark, {cluster_id: run["snapshot_ts"].to_pydatetime()})
+    parts = assemble_partitions(stacked_inputs(store, snap).toPandas())
     brokers = prepare_brokers(
         store.read("brokers").join(snap, ["cluster_id", "snapshot_ts"], "inner").toPandas(), Constraints()
     )

@@ -197,6 +197,29 @@ PLAN_RUNS = TableSpec(
     ),
 )
 
+# The planner's per-cluster input inside the Spark job: the snapshot's partition
+# rows, the throughput rows measured at or before it and the baseline plan's
+# rows, stacked and tagged by ``source``. One shuffle brings a cluster's three
+# sources together; the newest rate and the joins are then picked in pandas
+# (jobs.pipeline.assemble_partitions), which costs less than Spark's window
+# and two sort-merge joins at this size. Never stored.
+PLAN_INPUT = TableSpec(
+    "plan_input",
+    _cols(
+        ("cluster_id", "string", NOT_NULL),
+        ("source", "string", NOT_NULL, "partition | throughput | baseline"),
+        ("topic", "string", NOT_NULL),
+        ("partition", "int", NOT_NULL),
+        ("replicas", "array<int>", True, "partition: current replicas; baseline: planned replicas"),
+        ("leader", "int", True, "partition rows: current leader"),
+        ("size_bytes", "long", True, "partition rows"),
+        ("measured_ts", "timestamp", True, "throughput rows: end of the measurement window"),
+        ("bytes_in", "double", True, "throughput rows"),
+        ("bytes_out", "double", True, "throughput rows"),
+        ("epoch", "long", True, "baseline rows: the plan's epoch"),
+    ),
+)
+
 # The planner's per-cluster output inside the Spark job: one row per partition
 # of the new plan, carrying the plan columns and (when it changed) the move,
 # plus one outcome row (topic null) with the cluster's status and metrics.

@@ -4,52 +4,67 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from jobs.pipeline import moves_columns, with_baseline, with_throughput
-from schemas import MOVES
+from jobs.pipeline import assemble_partitions, moves_columns, snapshots_frame, stacked_inputs
+from schemas import MOVES, PARTITIONS, PLAN_INPUT, THROUGHPUT
 
 pytestmark = pytest.mark.spark
 T1 = dt.datetime(2026, 1, 1)
 T2 = dt.datetime(2026, 1, 2)
+T3 = dt.datetime(2026, 1, 3)
 
 
-def test_with_throughput_takes_newest_rates_at_or_before_the_snapshot(spark):
-    parts = spark.createDataFrame(
-        [("c", T2, "t", 0), ("c", T2, "t", 1)], "cluster_id string, snapshot_ts timestamp, topic string, partition int"
+def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, store):
+    store.append(
+        "partitions",
+        spark.createDataFrame([("c", T2, "t", 0, [1, 2], 1, 10), ("c", T1, "t", 0, [9], 9, 1)], PARTITIONS.ddl()),
     )
-    rates = spark.createDataFrame(
-        [
-            ("c", T1, "t", 0, 1.0, 2.0, None),
-            ("c", T2, "t", 0, 5.0, 6.0, None),
-            ("c", dt.datetime(2026, 1, 3), "t", 0, 99.0, 99.0, None),
-        ],
-        "cluster_id string, snapshot_ts timestamp, topic string, partition int, bytes_in_per_sec double, "
-        "bytes_out_per_sec double, messages_in_per_sec double",
+    store.append(
+        "throughput",
+        spark.createDataFrame(
+            [("c", T1, "t", 0, 1.0, 2.0, None), ("c", T2, "t", 0, 5.0, 6.0, None), ("c", T3, "t", 0, 99.0, 9.0, None)],
+            THROUGHPUT.ddl(),
+        ),
     )
-    snaps = spark.createDataFrame([("c", T2)], "cluster_id string, snapshot_ts timestamp")
-    actual = with_throughput(parts, rates, snaps).select(
-        "topic", "partition", "bytes_in", "bytes_out", "has_throughput"
-    )
-    expected = spark.createDataFrame(
-        [("t", 0, 5.0, 6.0, True), ("t", 1, None, None, False)],
-        "topic string, partition int, bytes_in double, bytes_out double, has_throughput boolean",
-    )
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
-
-
-def test_with_baseline_left_joins_previous_plan(spark):
-    parts = spark.createDataFrame([("c", "t", 0), ("c", "t", 1)], "cluster_id string, topic string, partition int")
     plans = spark.createDataFrame(
         [("c", "t", 0, [3, 1], 4)], "cluster_id string, topic string, partition int, replicas array<int>, epoch long"
     )
-    actual = with_baseline(parts, plans)
+    actual = stacked_inputs(store, snapshots_frame(spark, {"c": T2}), plans)
     expected = spark.createDataFrame(
-        [("c", "t", 0, [3, 1], 4), ("c", "t", 1, None, None)],
-        "cluster_id string, topic string, partition int, baseline_replicas array<int>, baseline_epoch long",
+        [
+            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None),
+            ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None),
+            ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None),
+            ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4),
+        ],
+        actual.schema,
     )
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    assert actual.columns == PLAN_INPUT.column_names
+    assert_df_equality(actual, expected, ignore_row_order=True)
+
+
+def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
+    rows = [
+        ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None),
+        ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None),
+        ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None),
+        ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None),
+        ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None),  # same time: the larger rate wins
+        ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4),
+    ]
+    inputs = pd.DataFrame(rows, columns=PLAN_INPUT.column_names)
+    out = assemble_partitions(inputs.iloc[::-1])  # row order must not matter
+    out = out.sort_values("partition").reset_index(drop=True)
+    assert out[["partition", "bytes_in", "bytes_out", "has_throughput"]].fillna(-1).values.tolist() == [
+        [0, 5.0, 6.0, True],
+        [1, -1, -1, False],
+    ]
+    assert out["baseline_replicas"].tolist() == [[3, 1], None]
+    assert out["baseline_epoch"].fillna(-1).tolist() == [4, -1]
+    assert out["replicas"].tolist() == [[1, 2], [2, 1]] and out["size_bytes"].tolist() == [10, 20]
 
 
 def test_moves_columns_keeps_changed_partitions_in_contract_order(spark):
