@@ -6,6 +6,17 @@ load, heaviest first; each replica goes to the legal broker with the least
 load relative to its weight (leader first, then followers), under the rack
 rule and the caps. Then leadership is handed, partition by partition from
 the heaviest, to the replica whose broker carries the least leader load.
+Last, a local search works on the most loaded broker: move one of its
+heaviest replicas, or swap it for a lighter replica of another broker,
+whichever lowers the larger of the two loads most (LPT alone leaves one
+broker a big item above the rest when a few partitions weigh about as much
+as a whole broker).
+
+LPT from scratch ignores where the data is. Brokers of one rack with the
+same weight and caps are interchangeable, so their labels are permuted to
+keep as many replicas as possible where the baseline has them (a maximum
+weight assignment per class, :func:`relabel_towards`): loads, racks and
+caps stay exactly as planned, and far fewer replicas move.
 
 As in SkyWalking, a cluster whose brokers are already within
 ``LPT_SKIP_RATIO`` (max/min load per weight) is left as it is and reported
@@ -19,9 +30,10 @@ import heapq
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import linear_sum_assignment
 
 from assigners.metrics import broker_table, replica_loads
-from assigners.model import SKIP_REASON, ClusterView, Constraints, assignment_frame
+from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
 from assigners.placement import Usage, keep_valid, pop_legal
 
 LPT_SKIP_RATIO = 1.5
@@ -63,6 +75,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             load[b] += amount / view.weight_of[b]
             heapq.heappush(heap, (load[b], b))
     _balance_leader_load(replicas, leader_load, follower_load, view)
+    _polish(replicas, leader_load, follower_load, usage)
+    relabel_towards(replicas, baseline, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
 
@@ -93,3 +107,154 @@ def _balance_leader_load(
         load[best] += extra / view.weight_of[best]
         reps.remove(best)
         reps.insert(0, best)
+
+
+POLISH_ROUNDS = 400
+POLISH_CANDIDATES = 4  # heaviest replicas of the top broker tried per round
+
+
+def _polish(replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, usage: Usage) -> None:
+    """Lower the maximum broker load by single moves and swaps while each one lowers it."""
+    view = usage.view
+    brokers = np.asarray(view.eligible, dtype=np.int64)
+    if len(brokers) < 2:
+        return
+    slot = {int(b): k for k, b in enumerate(brokers.tolist())}
+    weight = np.array([view.weight_of[b] for b in brokers.tolist()], dtype=float)
+    # one row per replica: partition, broker slot, absolute load in its role
+    part = np.array([i for i, reps in enumerate(replicas) for _ in reps], dtype=np.int64)
+    where = np.array([slot[b] for reps in replicas for b in reps], dtype=np.int64)
+    amount = np.array(
+        [leader_load[i] if j == 0 else follower_load[i] for i, reps in enumerate(replicas) for j in range(len(reps))]
+    )
+    load = np.bincount(where, weights=amount, minlength=len(brokers)) / weight
+    for _ in range(POLISH_ROUNDS):
+        top = int(np.argmax(load))
+        if not _improve_top(top, replicas, part, where, amount, load, weight, brokers, usage):
+            return
+
+
+def _improve_top(
+    top: int,
+    replicas: list[list[int]],
+    part: np.ndarray,
+    where: np.ndarray,
+    amount: np.ndarray,
+    load: np.ndarray,
+    weight: np.ndarray,
+    brokers: np.ndarray,
+    usage: Usage,
+) -> bool:
+    """Make the best legal move or swap of one of ``top``'s heaviest replicas that lowers ``top``'s load."""
+    mine = np.flatnonzero(where == top)
+    for r in mine[np.argsort(-amount[mine], kind="stable")][:POLISH_CANDIDATES].tolist():
+        x = amount[r]
+        # a move to broker c, or a swap with replica s on c: the larger of the two new loads
+        move_peak = np.maximum(load[top] - x / weight[top], load + x / weight)
+        move_peak[top] = np.inf
+        swap_peak = np.maximum(load[top] + (amount - x) / weight[top], load[where] + (x - amount) / weight[where])
+        swap_peak[where == top] = np.inf
+        options = [(float(move_peak[c]), 0, c, -1) for c in np.argsort(move_peak, kind="stable")[:8].tolist()]
+        options += [
+            (float(swap_peak[s]), 1, int(where[s]), s) for s in np.argsort(swap_peak, kind="stable")[:16].tolist()
+        ]
+        for peak, _, c, s in sorted(options):
+            if peak >= load[top] * (1 - 1e-9):
+                break
+            if _apply(r, s, top, c, replicas, part, where, amount, load, weight, brokers, usage):
+                return True
+    return False
+
+
+def _apply(
+    r: int,
+    s: int,
+    top: int,
+    c: int,
+    replicas: list[list[int]],
+    part: np.ndarray,
+    where: np.ndarray,
+    amount: np.ndarray,
+    load: np.ndarray,
+    weight: np.ndarray,
+    brokers: np.ndarray,
+    usage: Usage,
+) -> bool:
+    """Move replica row ``r`` from ``top`` to ``c`` (and row ``s`` back, for a swap) when every rule allows."""
+    view = usage.view
+    i, b_top, b_c = int(part[r]), int(brokers[top]), int(brokers[c])
+    if not _may_replace(replicas[i], b_top, b_c, view) or not usage.room_for(i, b_c):
+        return False
+    if s >= 0:
+        k = int(part[s])
+        if k == i or not _may_replace(replicas[k], b_c, b_top, view):
+            return False
+        usage.remove(k, b_c)
+        if not usage.room_for(k, b_top):
+            usage.add(k, b_c)
+            return False
+        _swap_in(replicas[k], b_c, b_top)
+        usage.add(k, b_top)
+        where[s] = top
+        load[c] -= amount[s] / weight[c]
+        load[top] += amount[s] / weight[top]
+    usage.remove(i, b_top)
+    usage.add(i, b_c)
+    _swap_in(replicas[i], b_top, b_c)
+    where[r] = c
+    load[top] -= amount[r] / weight[top]
+    load[c] += amount[r] / weight[c]
+    return True
+
+
+def _may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:
+    """Does ``reps`` keep every rule with ``old`` replaced by ``new``?"""
+    if new in reps:
+        return False
+    after = [new if b == old else b for b in reps]
+    return len({view.domain_of[b] for b in after}) >= view.required_domains(len(reps))
+
+
+def _swap_in(reps: list[int], old: int, new: int) -> None:
+    reps[reps.index(old)] = new
+
+
+def relabel_towards(replicas: list[list[int]], baseline: list[list[int]], view: ClusterView) -> None:
+    """Permute interchangeable brokers (same rack, weight and caps) to maximise overlap with ``baseline``."""
+    classes: dict[tuple[object, ...], list[int]] = {}
+    for b in view.eligible:
+        key = (view.domain_of[b], view.weight_of[b], view.max_replicas.get(b), view.max_disk.get(b))
+        classes.setdefault(key, []).append(b)
+    members = [sorted(c) for c in classes.values() if len(c) > 1]
+    if not members or not replicas:
+        return
+    slot = {b: k for k, b in enumerate(view.eligible)}
+    code = np.full(len(view.eligible), -1, dtype=np.int64)
+    for number, group in enumerate(members):
+        code[[slot[b] for b in group]] = number
+    target = _slots(replica_matrix(replicas), slot)
+    before = _slots(replica_matrix(baseline), slot)
+    overlap = np.zeros((len(slot), len(slot)), dtype=np.int64)
+    for new in target.T:
+        for old in before.T:
+            both = (new >= 0) & (old >= 0)
+            both[both] = code[new[both]] == code[old[both]]
+            both &= code[np.maximum(new, 0)] >= 0
+            np.add.at(overlap, (new[both], old[both]), 1)
+    mapping: dict[int, int] = {}
+    for group in members:
+        idx = [slot[b] for b in group]
+        rows, cols = linear_sum_assignment(overlap[np.ix_(idx, idx)], maximize=True)
+        mapping.update({group[r]: group[c] for r, c in zip(rows.tolist(), cols.tolist()) if r != c})
+    if mapping:
+        for reps in replicas:
+            reps[:] = [mapping.get(b, b) for b in reps]
+
+
+def _slots(matrix: np.ndarray, slot: dict[int, int]) -> np.ndarray:
+    """Broker ids to eligible-broker slots (-1 for padding and other brokers)."""
+    out = np.full(matrix.shape, -1, dtype=np.int64)
+    for b, k in slot.items():
+        out[matrix == b] = k
+    out[matrix == PAD] = -1
+    return out

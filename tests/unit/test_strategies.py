@@ -140,26 +140,31 @@ def test_property_sticky_reaches_the_balance_rule(cluster):
     assert _single_legal_improving_move(brokers, result.planned, Constraints()) is None
 
 
-def zipf_cluster(n_brokers: int, n_racks: int, n_parts: int, a: float, seed: int = 7):
+def zipf_cluster(n_brokers: int, n_racks: int, n_parts: int, a: float, seed: int = 7, ranked: bool = False):
     rng = np.random.default_rng(seed)
     brokers = brokers_frame(list(range(1, n_brokers + 1)), racks=[f"r{i % n_racks}" for i in range(n_brokers)])
     current = [rng.choice(np.arange(1, n_brokers + 1), 3, replace=False).tolist() for _ in range(n_parts)]
-    loads = rng.zipf(a, n_parts).astype(float)
-    loads = np.minimum(loads, np.quantile(loads, 0.999))  # Zipf(1.1) has no mean: clip the 0.1% monster tail
+    if ranked:
+        loads = rng.permutation(1e6 / np.arange(1, n_parts + 1) ** a)
+    else:
+        loads = rng.zipf(a, n_parts).astype(float)
+        loads = np.minimum(loads, np.quantile(loads, 0.999))  # Zipf(1.1) has no mean: clip the 0.1% monster tail
     return brokers, partitions_frame(
         current, [f"t{i % 100}" for i in range(n_parts)], [i // 100 for i in range(n_parts)], bytes_in=loads.tolist()
     )
 
 
-def test_lpt_lowers_max_load_towards_the_bound_on_a_zipf_cluster():
-    # Issue 3 asks for <= 1.02; this plan reaches about 1.18 today (see the issue note), so this
-    # pins the improvement over the drifted start rather than the final target.
-    brokers, parts = zipf_cluster(50, 5, 10_000, 1.1)
+@pytest.mark.parametrize("ranked", [False, True], ids=["sampled-heavy-tail", "rank-popularity"])
+def test_lpt_reaches_the_load_bound_within_2_percent_on_a_zipf_cluster(ranked):
+    # Sampled Zipf(1.1) clipped at its 99.9% quantile is the hard case: the biggest leaders weigh
+    # about as much as a whole broker's share. Rank popularity (load ~ 1/rank^1.1) is the usual reading.
+    brokers, parts = zipf_cluster(50, 5, 10_000, 1.1, ranked=ranked)
     result = plan("lpt", brokers, parts)
     assert result.status == COMMITTED and result.metrics is not None
     before = result.metrics.max_load_before / result.metrics.load_lower_bound
     after = result.metrics.max_load_after / result.metrics.load_lower_bound
-    assert after < before and after <= 1.25, (before, after)
+    assert after <= 1.02 < before, (before, after)
+    assert_valid(brokers, parts, result.planned, Constraints())
 
 
 def test_lpt_skips_a_cluster_already_within_the_ratio():
@@ -261,3 +266,19 @@ def test_one_broker_join_or_leave_moves_about_one_nth(strategy):
     for cluster, size in ((joined, n + 1), (left, n)):
         after = replan(strategy, cluster, parts, base)
         assert after.metrics.moves <= 1.2 / size * 4000 * 3, (after.metrics.moves, size)
+
+
+def test_lpt_relabels_interchangeable_brokers_back_onto_the_baseline():
+    from assigners.lpt import relabel_towards
+
+    brokers = prepare_brokers(brokers_frame([1, 2, 3, 4, 5, 6], racks=["a", "a", "b", "b", "c", "c"]), Constraints())
+    view = ClusterView.from_brokers(brokers, Constraints())
+    baseline = [[1, 3, 5], [2, 4, 6], [1, 4, 5], [2, 3, 6]]
+    swap = {1: 2, 2: 1, 3: 4, 4: 3}  # same racks and weights: the plan is as good either way
+    target = [[swap.get(b, b) for b in reps] for reps in baseline]
+    relabel_towards(target, baseline, view)
+    assert target == baseline
+    # brokers of different racks are never exchanged
+    cross = [[3, 1, 5], [4, 2, 6]]
+    relabel_towards(cross, [[1, 3, 5], [2, 4, 6]], view)
+    assert [sorted(view.domain_of[b] for b in reps) for reps in cross] == [["a", "b", "c"]] * 2
