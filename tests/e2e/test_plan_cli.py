@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from assigners import STRATEGIES
 from jobs import cli, pipeline
 from jobs.demo import DEMO_SNAPSHOT, generate_fleet
 from schemas import MOVES, PLAN_RUNS, PLANS
@@ -227,3 +228,33 @@ def test_unknown_config_key_exits_2(spark, warehouse, tmp_path, capsys):
     bad.write_text("[planner]\nstrategy = 'round_robin'\nsed = 1\n")
     assert plan(warehouse, "--config", str(bad)) == 2
     assert "unknown key planner.sed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_every_strategy_runs_end_to_end_and_reruns_as_a_no_op(spark, warehouse, strategy):
+    write_fleet(warehouse, small_fleet())
+    assert plan(warehouse, "--strategy", strategy) == 0
+    runs = table(warehouse, "plan_runs")
+    assert set(runs["strategy"]) == {strategy} and set(runs["status"]) <= {"committed", "skipped"}
+    plans = table(warehouse, "plans")
+    committed = set(runs.loc[runs["status"] == "committed", "cluster_id"])
+    assert set(plans["cluster_id"]) == committed and set(plans["strategy"]) <= {strategy}
+    brokers = table(warehouse, "brokers")
+    for cluster_id, rows in plans.groupby("cluster_id"):
+        active = set(brokers.loc[(brokers["cluster_id"] == cluster_id) & (brokers["state"] == "active"), "broker_id"])
+        assert all(set(r) <= active and len(set(r)) == len(r) for r in rows["replicas"]), cluster_id
+    first = versions(warehouse)
+    assert plan(warehouse, "--strategy", strategy) == 0
+    assert versions(warehouse) == first
+
+
+def test_a_cluster_whose_constraints_cannot_be_met_fails_alone(spark, warehouse, tmp_path):
+    write_fleet(warehouse, small_fleet())
+    config = tmp_path / "conf.toml"
+    config.write_text('[clusters."cluster-2".constraints]\nmin_failure_domains = 5\n')
+    assert plan(warehouse, "--config", str(config)) == 1
+    runs = table(warehouse, "plan_runs").set_index("cluster_id")
+    assert runs.loc["cluster-1", "status"] == "committed" and runs.loc["cluster-2", "status"] == "failed"
+    error = runs.loc["cluster-2", "error"]
+    assert "cluster cluster-2" in error and "min_failure_domains" in error and "rack" in error, error
+    assert set(table(warehouse, "plans")["cluster_id"]) == {"cluster-1"}
