@@ -32,8 +32,9 @@ test: $(STAMP) ## run the whole test suite (unit, Spark, end to end)
 test-unit: $(STAMP) ## only the pure assigner tests (no Spark)
 	$(BIN)/python -m pytest -q tests/unit
 
-bench: $(STAMP) package ## benchmarks: plan time vs bare read+write at ~100k partitions
+bench: $(STAMP) package ## benchmarks: job vs bare read+write at ~100k partitions; every strategy at 10k and 1M
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_plan.py
+	$(BIN)/python bench/bench_assigners.py
 
 lint: $(STAMP) ## ruff + mypy (strict on assigners/ and schemas/)
 	$(BIN)/ruff check .

@@ -41,6 +41,20 @@ class AssignmentQuality:
     replica_spread: int
     leader_spread: int
     rack_violations: int
+    balance_score: float
+
+
+# (goal, hard) in priority order, highest first. A distribution goal is met when
+# every eligible broker is within BALANCE_TOLERANCE of the weighted average
+# (replicas and leaders also when their spread is <= 1); the load goal when the
+# most loaded broker is within it of the load lower bound.
+BALANCE_GOALS = (
+    ("rack_aware", True),
+    ("replica_distribution", False),
+    ("leader_distribution", False),
+    ("load_distribution", False),
+)
+BALANCE_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,8 @@ class PlanMetrics:
     leader_spread_after: int
     rack_violations_before: int
     rack_violations_after: int
+    balance_score_before: float
+    balance_score_after: float
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -131,16 +147,46 @@ def _spread(values: pd.Series) -> int:
 
 
 def quality(
-    assignment: Replicas, bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame, view: ClusterView
+    assignment: Replicas,
+    bytes_in: np.ndarray,
+    bytes_out: np.ndarray,
+    brokers: pd.DataFrame,
+    view: ClusterView,
+    load_bound: float = 0.0,
 ) -> AssignmentQuality:
     table = broker_table(assignment, bytes_in, bytes_out, brokers)
     on_eligible = table[table["eligible"]]
+    max_load = float(table["load"].max()) if len(table) else 0.0
+    violations = rack_violations(assignment, view)
+    met = {
+        "rack_aware": violations == 0,
+        "replica_distribution": _evenly_spread(on_eligible["replicas"], on_eligible["weight"]),
+        "leader_distribution": _evenly_spread(on_eligible["leaders"], on_eligible["weight"]),
+        "load_distribution": max_load <= (1 + BALANCE_TOLERANCE) * load_bound or load_bound == 0,
+    }
     return AssignmentQuality(
-        max_load=float(table["load"].max()) if len(table) else 0.0,
+        max_load=max_load,
         replica_spread=_spread(on_eligible["replicas"]),
         leader_spread=_spread(on_eligible["leaders"]),
-        rack_violations=rack_violations(assignment, view),
+        rack_violations=violations,
+        balance_score=balance_score(met),
     )
+
+
+def balance_score(met: dict[str, bool]) -> float:
+    """100 minus the weighted cost of the missed :data:`BALANCE_GOALS` (Cruise Control's balancedness)."""
+    n = len(BALANCE_GOALS)
+    weights = {goal: 1.1 ** (n - 1 - k) * (1.5 if hard else 1.0) for k, (goal, hard) in enumerate(BALANCE_GOALS)}
+    missed = sum(w for goal, w in weights.items() if not met[goal])
+    return round(100.0 * (1 - missed / sum(weights.values())), 1)
+
+
+def _evenly_spread(counts: pd.Series, weights: pd.Series) -> bool:
+    if len(counts) < 2 or _spread(counts) <= 1:
+        return True
+    share = counts.to_numpy(dtype=float) / weights.to_numpy(dtype=float)
+    mean = counts.sum() / weights.sum()
+    return bool((np.abs(share - mean) <= BALANCE_TOLERANCE * mean).all())
 
 
 def load_lower_bound(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray, brokers: pd.DataFrame) -> float:
@@ -201,8 +247,9 @@ def plan_metrics(
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
     rf = partitions["rf"].to_numpy(dtype=np.int64)
-    q_before = quality(before, bytes_in, bytes_out, brokers, view)
-    q_after = quality(after, bytes_in, bytes_out, brokers, view)
+    bound = load_lower_bound(bytes_in, bytes_out, rf, brokers)
+    q_before = quality(before, bytes_in, bytes_out, brokers, view, bound)
+    q_after = quality(after, bytes_in, bytes_out, brokers, view, bound)
     moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
     return PlanMetrics(
         partitions=len(after),
@@ -213,11 +260,13 @@ def plan_metrics(
         min_moves=minimum_moves(before, rf, view),
         max_load_before=q_before.max_load,
         max_load_after=q_after.max_load,
-        load_lower_bound=load_lower_bound(bytes_in, bytes_out, rf, brokers),
+        load_lower_bound=bound,
         replica_spread_before=q_before.replica_spread,
         replica_spread_after=q_after.replica_spread,
         leader_spread_before=q_before.leader_spread,
         leader_spread_after=q_after.leader_spread,
         rack_violations_before=q_before.rack_violations,
         rack_violations_after=q_after.rack_violations,
+        balance_score_before=q_before.balance_score,
+        balance_score_after=q_after.balance_score,
     )

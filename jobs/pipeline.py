@@ -66,7 +66,8 @@ class ClusterOutcome:
             f"{m['max_load_after'] / (m['load_lower_bound'] or 1):.2f} "
             f"replica_spread {m['replica_spread_before']}->{m['replica_spread_after']} "
             f"leader_spread {m['leader_spread_before']}->{m['leader_spread_after']} "
-            f"rack_violations {m['rack_violations_before']}->{m['rack_violations_after']}"
+            f"rack_violations {m['rack_violations_before']}->{m['rack_violations_after']} "
+            f"balance_score {m['balance_score_before']:.0f}->{m['balance_score_after']:.0f}"
         )
 
 
@@ -448,6 +449,8 @@ def plan_runs_rows(
                         "min_moves",
                         "leader_spread_before",
                         "leader_spread_after",
+                        "balance_score_before",
+                        "balance_score_after",
                     )
                 },
             }

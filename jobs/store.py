@@ -102,7 +102,10 @@ class TableStore:
             return df
         present = set(df.columns)
         missing = [c for c in spec.column_names if c not in present]
-        if missing:
+        if missing and name in OUTPUT_TABLES:
+            # an output table written before a release that added columns: they read as null
+            df = df.select("*", *[F.lit(None).alias(c) for c in missing])
+        elif missing:
             raise TableSchemaError(
                 f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
             )
@@ -250,6 +253,7 @@ class DeltaRsStore(TableStore):
         else:
             now_ms = int(time.time() * 1000)
             actions = [*adds, *(RemoveAction(p, True, now_ms, size, pv) for p, size, pv in removes)]
+            _add_new_columns(uri, arrow_schema)
             table = DeltaTable(uri)  # reloaded right before committing
             table.create_write_transaction(
                 actions,
@@ -294,6 +298,18 @@ class DeltaRsStore(TableStore):
             .drop("_file")
         )
         return removes, kept.localCheckpoint()
+
+
+def _add_new_columns(uri: str, arrow_schema: pa.Schema) -> None:
+    """Columns a newer release added to an output table join its log schema (one extra commit, once)."""
+    from deltalake import DeltaTable, Schema
+
+    table = DeltaTable(uri)
+    have = set(pa.schema(table.schema().to_arrow()).names)
+    new = [f for f in arrow_schema if f.name not in have]
+    if new:
+        table.alter.add_columns(list(Schema.from_arrow(pa.schema(new)).fields))
+        log.info("schema table=%s added columns %s", uri, [f.name for f in new])
 
 
 def _path_key(path: str) -> str:
@@ -397,6 +413,7 @@ class DeltaSparkStore(TableStore):
         spec = ALL_TABLES[name]
         writer = self.conform(name, df).write.format("delta").partitionBy(*spec.partition_by)
         writer = writer.option("userMetadata", json.dumps(dict(metadata or {}), sort_keys=True))
+        writer = writer.option("mergeSchema", "true")  # columns a newer release added
         if supersede and self.exists(name):
             writer = writer.mode("overwrite").option("replaceWhere", supersede.sql())
         else:

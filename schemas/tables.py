@@ -194,6 +194,8 @@ PLAN_RUNS = TableSpec(
         ("leader_spread_before", "int", True),
         ("leader_spread_after", "int", True),
         ("notes", "string", True, "warnings for people, e.g. partitions without throughput"),
+        ("balance_score_before", "double", True, "0-100, Cruise Control style balancedness (DESIGN.md)"),
+        ("balance_score_after", "double", True),
     ),
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
@@ -100,3 +101,21 @@ def test_missing_columns_are_named(spark, warehouse, store):
 
     with pytest.raises(TableSchemaError, match=r"lacks columns \['snapshot_ts', 'rack'"):
         store.read("brokers")
+
+
+def test_an_output_table_from_an_older_release_reads_and_gains_the_new_columns(spark, store, warehouse):
+    from deltalake import write_deltalake
+
+    from schemas import PLAN_RUNS
+
+    older = pa.schema([f for f in PLAN_RUNS.arrow_schema() if not f.name.startswith("balance_score")])
+    write_deltalake(f"{warehouse}/plan_runs", pa.Table.from_pylist([{"run_id": "r0", "status": "x"}], schema=older))
+    # reads: the new columns are null
+    assert store.read("plan_runs").select("run_id", "balance_score_after").collect() == [("r0", None)]
+    # appends: the log schema gains them, and the new rows keep their values
+    row = {c: None for c in PLAN_RUNS.column_names} | {"run_id": "r1", "status": "y", "balance_score_after": 75.0}
+    store.append("plan_runs", spark.createDataFrame([row], PLAN_RUNS.spark_schema()))
+    table = DeltaTable(f"{warehouse}/plan_runs")
+    assert pa.schema(table.schema().to_arrow()).names == PLAN_RUNS.column_names
+    got = table.to_pandas().set_index("run_id")["balance_score_after"]
+    assert got["r1"] == 75.0 and pd.isna(got["r0"])

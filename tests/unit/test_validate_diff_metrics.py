@@ -147,3 +147,18 @@ def test_plan_violations_names_every_broken_rule():
     assert missing == ["t0-0: missing from the plan"]
     twice = plan_violations(parts, pd.concat([plan, plan.iloc[[0]]]), view)
     assert twice == ["t0-0: planned twice"]
+
+
+def test_balance_score_weighs_missed_goals_by_priority_and_hardness():
+    from assigners.metrics import BALANCE_GOALS, balance_score
+
+    all_met = {goal: True for goal, _ in BALANCE_GOALS}
+    assert balance_score(all_met) == 100.0
+    assert balance_score(dict.fromkeys(all_met, False)) == 0.0
+    # missing the hard rack goal costs more than missing the lowest-priority load goal
+    assert balance_score(all_met | {"rack_aware": False}) < balance_score(all_met | {"load_distribution": False})
+    # on a plan: a rack-blind, lopsided layout scores lower than the round-robin plan of it
+    brokers = brokers_frame([1, 2, 3, 4, 5, 6], racks=["a", "a", "b", "b", "c", "c"])
+    result = plan_cluster(brokers, partitions_frame([[1, 2]] * 30, bytes_in=[5.0] * 30), PlanRequest("c"))
+    assert result.metrics is not None
+    assert result.metrics.balance_score_before < result.metrics.balance_score_after == 100.0

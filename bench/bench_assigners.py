@@ -1,0 +1,147 @@
+"""make bench, part 2: every strategy on one cluster, pure (no Spark), with quality figures.
+
+Two sizes from issue 3: 10,000 partitions x RF 3 x 50 brokers (target <= 200 ms
+median per strategy) and 1,000,000 partitions x RF 3 x 500 brokers (target
+<= 30 s, peak memory reported). Each 1M run is its own process, so its peak
+RSS is its own. Times are of ``plan_cluster``: checks, the strategy, the
+validation of its plan, the diff and the metrics, as the job runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from assigners import STRATEGIES, PlanRequest, plan_cluster  # noqa: E402
+
+
+def cluster(partitions: int, brokers: int, racks: int, seed: int = 11) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Uniform brokers over ``racks``; RF 3; rank-Zipf(1.1) rates; a drifted, rack-blind current layout."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(1, brokers + 1)
+    broker_frame = pd.DataFrame(
+        {
+            "broker_id": ids,
+            "rack": [f"r{i % racks}" for i in range(brokers)],
+            "state": "active",
+            "cores": 8,
+        }
+    )
+    # three distinct brokers per partition, skewed towards the low ids (drift)
+    skew = rng.power(0.6, size=(partitions, 6))
+    picks = np.minimum((skew * brokers).astype(np.int64), brokers - 1) + 1
+    current = [list(dict.fromkeys(row))[:3] for row in picks.tolist()]
+    current = [c if len(c) == 3 else rng.choice(ids, 3, replace=False).tolist() for c in current]
+    rates = rng.permutation(1e7 / np.arange(1, partitions + 1) ** 1.1)
+    topics = max(1, partitions // 50)
+    part_frame = pd.DataFrame(
+        {
+            "topic": [f"topic-{i % topics:05d}" for i in range(partitions)],
+            "partition": np.arange(partitions) // topics,
+            "replicas": current,
+            "size_bytes": (rates * 3600).astype(np.int64),
+            "bytes_in": rates,
+            "bytes_out": rates * 2,
+            "has_throughput": True,
+        }
+    )
+    return broker_frame, part_frame
+
+
+def run_one(strategy: str, brokers: pd.DataFrame, parts: pd.DataFrame) -> tuple[float, dict[str, float | int | str]]:
+    start = time.perf_counter()
+    result = plan_cluster(brokers, parts, PlanRequest("bench", strategy))
+    elapsed = time.perf_counter() - start
+    m = result.metrics
+    figures: dict[str, float | int | str] = {"status": result.status}
+    if m is not None:
+        figures |= {
+            "max/bound": round(m.max_load_after / (m.load_lower_bound or 1), 3),
+            "replica_spread": m.replica_spread_after,
+            "leader_spread": m.leader_spread_after,
+            "rack_violations": m.rack_violations_after,
+            "moves": m.moves,
+            "min_moves": m.min_moves,
+        }
+    if result.error:
+        figures["error"] = result.error[:120]
+    return elapsed, figures
+
+
+def small(repeat: int) -> None:
+    brokers, parts = cluster(10_000, 50, 5)
+    print(f"\n10,000 partitions x RF 3 x 50 brokers x 5 racks (target <= 200 ms median); {repeat} runs each")
+    for strategy in sorted(STRATEGIES):
+        run_one(strategy, brokers, parts)  # warm-up
+        times = []
+        for _ in range(repeat):
+            elapsed, figures = run_one(strategy, brokers, parts)
+            times.append(elapsed)
+        median = statistics.median(times)
+        flag = "ok" if median <= 0.2 else "OVER"
+        print(f"  {strategy:<16} median {median * 1000:7.0f} ms  {flag:<4}  {json.dumps(figures)}")
+
+
+def big_child(strategy: str) -> None:
+    brokers, parts = cluster(1_000_000, 500, 10)
+    elapsed, figures = run_one(strategy, brokers, parts)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": elapsed, "peak_mib": peak_mib, **figures}))
+
+
+def big(timeout: float) -> None:
+    print(
+        "\n1,000,000 partitions x RF 3 x 500 brokers x 10 racks (target <= 30 s); "
+        f"one process each, timeout {timeout:.0f} s"
+    )
+    for strategy in sorted(STRATEGIES):
+        try:
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", strategy],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=True,
+            ).stdout
+            row = json.loads(out.strip().splitlines()[-1])
+            seconds, peak = row.pop("seconds"), row.pop("peak_mib")
+            flag = "ok" if seconds <= 30 else "OVER"
+            print(f"  {strategy:<16} {seconds:6.1f} s  {flag:<4}  peak {peak:6.0f} MiB  {json.dumps(row)}")
+        except subprocess.TimeoutExpired:
+            print(f"  {strategy:<16} did not finish within {timeout:.0f} s")
+        except subprocess.CalledProcessError as exc:
+            print(f"  {strategy:<16} crashed: {exc.stderr.strip().splitlines()[-1] if exc.stderr else exc}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-1m", action="store_true", help="only the 10k cluster")
+    parser.add_argument("--only-1m", action="store_true", help="only the 1M cluster")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds per strategy on the 1M cluster")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        big_child(args.child)
+        return 0
+    if not args.only_1m:
+        small(args.repeat)
+    if not args.skip_1m:
+        big(args.timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
