@@ -28,7 +28,6 @@ import pandas as pd
 from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
 from assigners.placement import Usage, raise_no_room
 
-VNODES_PER_CORE = 150
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -121,15 +120,13 @@ def assign_ring(
     partitions: pd.DataFrame,
     constraints: Constraints,
     seed: int = 0,
-    vnodes_per_core: int = VNODES_PER_CORE,
-    bounded_load_epsilon: float | None = None,
 ) -> pd.DataFrame:
-    """Consistent hashing on a weighted ring of virtual nodes."""
+    """Consistent hashing on a weighted ring of virtual nodes (options in ``constraints``)."""
     view = ClusterView.from_brokers(brokers, constraints)
-    points, owners = _ring(view, vnodes_per_core, seed)
+    points, owners = _ring(view, constraints.vnodes_per_core, seed)
     rf = partitions["rf"].to_numpy()
     usage = Usage([], partitions["size_bytes"].to_numpy(), view)
-    picker = _Picker(view, usage, _bounded_caps(view, int(rf.sum()), bounded_load_epsilon))
+    picker = _Picker(view, usage, _bounded_caps(view, int(rf.sum()), constraints.bounded_load_epsilon))
     starts = np.searchsorted(points, partition_keys(partitions, f"ring:{seed}"))
     replicas = []
     for i, (start, target) in enumerate(zip(starts.tolist(), rf.tolist())):

@@ -19,7 +19,7 @@ weight assignment per class, :func:`relabel_towards`): loads, racks and
 caps stay exactly as planned, and far fewer replicas move.
 
 As in SkyWalking, a cluster whose brokers are already within
-``LPT_SKIP_RATIO`` (max/min load per weight) is left as it is and reported
+``Constraints.lpt_skip_ratio`` (max/min load per weight, default 1.5) is left as it is and reported
 ``skipped``; partitions with zero load keep their baseline placement when it
 is legal.
 """
@@ -36,8 +36,6 @@ from assigners.metrics import broker_table, replica_loads
 from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
 from assigners.placement import Usage, keep_valid, pop_legal
 
-LPT_SKIP_RATIO = 1.5
-
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
     """LPT over replica loads; skips a cluster already within the ratio."""
@@ -47,9 +45,10 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     baseline = [list(b) for b in partitions["baseline"]]
     ratio = _load_ratio(baseline, bytes_in, bytes_out, brokers)
     legal = all(keep_valid(b, int(r), view) == b for b, r in zip(baseline, partitions["rf"].tolist()))
-    if legal and ratio < LPT_SKIP_RATIO and not view.has_caps:
+    skip_ratio = constraints.lpt_skip_ratio
+    if legal and ratio < skip_ratio and not view.has_caps:
         frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), baseline)
-        frame.attrs[SKIP_REASON] = f"broker load max/min {ratio:.2f} < {LPT_SKIP_RATIO}: already balanced enough"
+        frame.attrs[SKIP_REASON] = f"broker load max/min {ratio:.2f} < {skip_ratio}: already balanced enough"
         return frame
     leader_load, follower_load = replica_loads(bytes_in, bytes_out)
     rf = partitions["rf"].to_numpy()

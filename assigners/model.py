@@ -52,6 +52,12 @@ class Constraints:
     max_partitions
         Cluster-wide cap on replicas per broker; a broker row's own
         ``max_partitions`` wins when it is lower.
+    lpt_skip_ratio, vnodes_per_core, bounded_load_epsilon
+        Strategy options that travel with the rules: ``lpt`` leaves a legal
+        cluster whose max/min broker load is below the ratio (``skipped``);
+        ``consistent_hash`` gives a broker weight x vnodes_per_core points on
+        its ring and, with an epsilon, walks past brokers above (1 + eps) x
+        their weighted share.
     """
 
     excluded_brokers: frozenset[int] = frozenset()
@@ -60,6 +66,9 @@ class Constraints:
     default_replication_factor: int | None = None
     min_failure_domains: int = 0
     max_partitions: int | None = None
+    lpt_skip_ratio: float = 1.5
+    vnodes_per_core: int = 150
+    bounded_load_epsilon: float | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Constraints:
@@ -71,6 +80,9 @@ class Constraints:
             default_replication_factor=raw.get("default_replication_factor"),
             min_failure_domains=int(raw.get("min_failure_domains", 0)),
             max_partitions=raw.get("max_partitions"),
+            lpt_skip_ratio=float(raw.get("lpt_skip_ratio", 1.5)),
+            vnodes_per_core=int(raw.get("vnodes_per_core", 150)),
+            bounded_load_epsilon=raw.get("bounded_load_epsilon"),
         )
 
     def rf_for(self, topic: str, current_rf: int) -> int:
@@ -88,6 +100,9 @@ class Constraints:
             "default_replication_factor": self.default_replication_factor,
             "min_failure_domains": self.min_failure_domains,
             "max_partitions": self.max_partitions,
+            "lpt_skip_ratio": self.lpt_skip_ratio,
+            "vnodes_per_core": self.vnodes_per_core,
+            "bounded_load_epsilon": self.bounded_load_epsilon,
         }
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from assigners import STRATEGIES, Constraints
 
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
 TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
+STRATEGY_OPTIONS = ("lpt_skip_ratio", "vnodes_per_core", "bounded_load_epsilon")  # [planner] keys
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
 
 
@@ -56,7 +57,9 @@ class Config:
                 merged[key] = sorted(set(merged[key]) | set(value))
             else:
                 merged[key] = value
-        return ClusterSettings(strategy, _constraints(merged, f"clusters.{cluster_id}.constraints", self.source))
+        options = {key: merged.pop(key) for key in STRATEGY_OPTIONS}
+        constraints = _constraints(merged, f"clusters.{cluster_id}.constraints", self.source)
+        return ClusterSettings(strategy, replace(constraints, **options))
 
     def planning_dict(self, clusters: list[str], strategy_override: str | None = None) -> dict[str, Any]:
         """What the plans depend on (not where tables live): the input of the config hash."""
@@ -78,7 +81,7 @@ class Config:
 _SECTIONS = {
     "job": {"warehouse", "store"},
     "tables": set(TABLE_NAMES),
-    "planner": {"strategy", "seed", "wave_broker_limit"},
+    "planner": {"strategy", "seed", "wave_broker_limit", *STRATEGY_OPTIONS},
     "constraints": {
         "excluded_brokers",
         "rack_aware",
@@ -128,7 +131,9 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
     limit = _typed(planner, "wave_broker_limit", int, 10, "planner.", source)
     if limit < 1:
         raise ConfigError(f"{source}: planner.wave_broker_limit must be >= 1, got {limit}")
-    constraints = _constraints(raw.get("constraints", {}), "constraints", source)
+    constraints = replace(
+        _constraints(raw.get("constraints", {}), "constraints", source), **_strategy_options(planner, source)
+    )
     overrides = _cluster_overrides(raw.get("clusters", {}), source)
     return Config(
         source,
@@ -185,6 +190,29 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
     if max_partitions is not None and max_partitions < 1:
         raise ConfigError(f"{source}: {prefix}.max_partitions must be >= 1, got {max_partitions}")
     return Constraints(frozenset(excluded), rack_aware, dict(rf), default_rf, min_domains, max_partitions)
+
+
+def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """``[planner]`` options the strategies read (carried in Constraints to the workers)."""
+    ratio = _number(planner, "lpt_skip_ratio", 1.5, source)
+    if ratio < 1:
+        raise ConfigError(f"{source}: planner.lpt_skip_ratio must be >= 1, got {ratio}")
+    vnodes = _typed(planner, "vnodes_per_core", int, 150, "planner.", source)
+    if vnodes < 1:
+        raise ConfigError(f"{source}: planner.vnodes_per_core must be >= 1, got {vnodes}")
+    eps = _number(planner, "bounded_load_epsilon", None, source)
+    if eps is not None and eps <= 0:
+        raise ConfigError(f"{source}: planner.bounded_load_epsilon must be > 0, got {eps}")
+    return {"lpt_skip_ratio": ratio, "vnodes_per_core": vnodes, "bounded_load_epsilon": eps}
+
+
+def _number(table: Mapping[str, Any], key: str, default: float | None, source: str) -> float | None:
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{source}: planner.{key} = {value!r} must be a number")
+    return float(value)
 
 
 def _cluster_overrides(raw: Mapping[str, Any], source: str) -> dict[str, dict[str, Any]]:

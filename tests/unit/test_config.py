@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from assigners import Constraints
 from jobs.config import ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +63,25 @@ def test_cluster_overrides_merge_and_change_the_hash():
 def test_missing_config_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_strategy_options_reach_the_constraints_of_every_cluster():
+    config = parse_config({"planner": {"lpt_skip_ratio": 2, "vnodes_per_core": 50, "bounded_load_epsilon": 0.25}})
+    settings = config.for_cluster("any")
+    assert settings.constraints.lpt_skip_ratio == 2.0 and settings.constraints.vnodes_per_core == 50
+    assert settings.constraints.bounded_load_epsilon == 0.25
+    assert Constraints.from_dict(settings.constraints.to_dict()) == settings.constraints
+    assert config.config_hash(["c"]) != parse_config({}).config_hash(["c"])
+
+
+@pytest.mark.parametrize(
+    "planner, fragment",
+    [
+        ({"lpt_skip_ratio": 0.5}, "planner.lpt_skip_ratio must be >= 1"),
+        ({"vnodes_per_core": 0}, "planner.vnodes_per_core must be >= 1"),
+        ({"bounded_load_epsilon": "x"}, "planner.bounded_load_epsilon = 'x' must be a number"),
+    ],
+)
+def test_bad_strategy_options_name_the_key(planner, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config({"planner": planner})

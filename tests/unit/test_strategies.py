@@ -282,3 +282,20 @@ def test_lpt_relabels_interchangeable_brokers_back_onto_the_baseline():
     cross = [[3, 1, 5], [4, 2, 6]]
     relabel_towards(cross, [[1, 3, 5], [2, 4, 6]], view)
     assert [sorted(view.domain_of[b] for b in reps) for reps in cross] == [["a", "b", "c"]] * 2
+
+
+def test_strategy_options_change_what_lpt_skips_and_how_far_the_ring_walks():
+    brokers = brokers_frame([1, 2, 3], racks=["a", "b", "c"])
+    parts = partitions_frame([[1, 2, 3], [1, 2, 3], [2, 3, 1]], bytes_in=[5.0, 5.0, 5.0])
+    assert plan("lpt", brokers, parts).status == COMMITTED  # broker 1 leads twice: max/min load 2 > 1.5
+    lenient = plan_cluster(brokers, parts, PlanRequest("c1", "lpt", Constraints(lpt_skip_ratio=3.0)))
+    assert lenient.status == SKIPPED
+    brokers, parts = zipf_cluster(20, 4, 2_000, 1.5)
+    counts = {}
+    for eps in (None, 0.02):
+        result = plan_cluster(
+            brokers, parts, PlanRequest("c1", "consistent_hash", Constraints(bounded_load_epsilon=eps))
+        )
+        count = Counter(int(b) for reps in result.planned["replicas"] for b in reps)
+        counts[eps] = max(count.values()) / (sum(count.values()) / len(count))
+    assert counts[0.02] <= 1.03 < counts[None], counts
