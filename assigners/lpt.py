@@ -114,96 +114,85 @@ POLISH_CANDIDATES = 4  # heaviest replicas of the top broker tried per round
 
 def _polish(replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, usage: Usage) -> None:
     """Lower the maximum broker load by single moves and swaps while each one lowers it."""
-    view = usage.view
-    brokers = np.asarray(view.eligible, dtype=np.int64)
-    if len(brokers) < 2:
+    if len(usage.view.eligible) < 2:
         return
-    slot = {int(b): k for k, b in enumerate(brokers.tolist())}
-    weight = np.array([view.weight_of[b] for b in brokers.tolist()], dtype=float)
-    # one row per replica: partition, broker slot, absolute load in its role
-    part = np.array([i for i, reps in enumerate(replicas) for _ in reps], dtype=np.int64)
-    where = np.array([slot[b] for reps in replicas for b in reps], dtype=np.int64)
-    amount = np.array(
-        [leader_load[i] if j == 0 else follower_load[i] for i, reps in enumerate(replicas) for j in range(len(reps))]
-    )
-    load = np.bincount(where, weights=amount, minlength=len(brokers)) / weight
+    search = _TopBrokerSearch(replicas, leader_load, follower_load, usage)
     for _ in range(POLISH_ROUNDS):
-        top = int(np.argmax(load))
-        if not _improve_top(top, replicas, part, where, amount, load, weight, brokers, usage):
+        if not search.improve_top():
             return
 
 
-def _improve_top(
-    top: int,
-    replicas: list[list[int]],
-    part: np.ndarray,
-    where: np.ndarray,
-    amount: np.ndarray,
-    load: np.ndarray,
-    weight: np.ndarray,
-    brokers: np.ndarray,
-    usage: Usage,
-) -> bool:
-    """Make the best legal move or swap of one of ``top``'s heaviest replicas that lowers ``top``'s load."""
-    mine = np.flatnonzero(where == top)
-    for r in mine[np.argsort(-amount[mine], kind="stable")][:POLISH_CANDIDATES].tolist():
-        x = amount[r]
-        # a move to broker c, or a swap with replica s on c: the larger of the two new loads
-        move_peak = np.maximum(load[top] - x / weight[top], load + x / weight)
-        move_peak[top] = np.inf
-        swap_peak = np.maximum(load[top] + (amount - x) / weight[top], load[where] + (x - amount) / weight[where])
-        swap_peak[where == top] = np.inf
-        options = [(float(move_peak[c]), 0, c, -1) for c in np.argsort(move_peak, kind="stable")[:8].tolist()]
-        options += [
-            (float(swap_peak[s]), 1, int(where[s]), s) for s in np.argsort(swap_peak, kind="stable")[:16].tolist()
-        ]
-        for peak, _, c, s in sorted(options):
-            if peak >= load[top] * (1 - 1e-9):
-                break
-            if _apply(r, s, top, c, replicas, part, where, amount, load, weight, brokers, usage):
-                return True
-    return False
+class _TopBrokerSearch:
+    """One row per replica (partition, broker slot, load in its role) and the loads per weight."""
 
+    def __init__(
+        self, replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, usage: Usage
+    ) -> None:
+        view = usage.view
+        self.replicas, self.usage = replicas, usage
+        self.brokers = np.asarray(view.eligible, dtype=np.int64)
+        slot = {int(b): k for k, b in enumerate(self.brokers.tolist())}
+        self.weight = np.array([view.weight_of[b] for b in self.brokers.tolist()], dtype=float)
+        self.part = np.array([i for i, reps in enumerate(replicas) for _ in reps], dtype=np.int64)
+        self.where = np.array([slot[b] for reps in replicas for b in reps], dtype=np.int64)
+        self.amount = np.array(
+            [
+                leader_load[i] if j == 0 else follower_load[i]
+                for i, reps in enumerate(replicas)
+                for j in range(len(reps))
+            ]
+        )
+        self.load = np.bincount(self.where, weights=self.amount, minlength=len(self.brokers)) / self.weight
 
-def _apply(
-    r: int,
-    s: int,
-    top: int,
-    c: int,
-    replicas: list[list[int]],
-    part: np.ndarray,
-    where: np.ndarray,
-    amount: np.ndarray,
-    load: np.ndarray,
-    weight: np.ndarray,
-    brokers: np.ndarray,
-    usage: Usage,
-) -> bool:
-    """Move replica row ``r`` from ``top`` to ``c`` (and row ``s`` back, for a swap) when every rule allows."""
-    view = usage.view
-    i, b_top, b_c = int(part[r]), int(brokers[top]), int(brokers[c])
-    if not _may_replace(replicas[i], b_top, b_c, view) or not usage.room_for(i, b_c):
+    def improve_top(self) -> bool:
+        """Make the best legal move or swap of one of the top broker's heaviest replicas that lowers its load."""
+        load, weight, where, amount = self.load, self.weight, self.where, self.amount
+        top = int(np.argmax(load))
+        mine = np.flatnonzero(where == top)
+        for r in mine[np.argsort(-amount[mine], kind="stable")][:POLISH_CANDIDATES].tolist():
+            x = amount[r]
+            # a move to broker c, or a swap with replica s on c: the larger of the two new loads
+            move_peak = np.maximum(load[top] - x / weight[top], load + x / weight)
+            move_peak[top] = np.inf
+            swap_peak = np.maximum(load[top] + (amount - x) / weight[top], load[where] + (x - amount) / weight[where])
+            swap_peak[where == top] = np.inf
+            options = [(float(move_peak[c]), 0, c, -1) for c in np.argsort(move_peak, kind="stable")[:8].tolist()]
+            options += [
+                (float(swap_peak[s]), 1, int(where[s]), s) for s in np.argsort(swap_peak, kind="stable")[:16].tolist()
+            ]
+            for peak, _, c, s in sorted(options):
+                if peak >= load[top] * (1 - 1e-9):
+                    break
+                if self._apply(r, s, top, c):
+                    return True
         return False
-    if s >= 0:
-        k = int(part[s])
-        if k == i or not _may_replace(replicas[k], b_c, b_top, view):
+
+    def _apply(self, r: int, s: int, top: int, c: int) -> bool:
+        """Move replica row ``r`` from ``top`` to ``c`` (and row ``s`` back, for a swap) when every rule allows."""
+        usage, view = self.usage, self.usage.view
+        i, b_top, b_c = int(self.part[r]), int(self.brokers[top]), int(self.brokers[c])
+        if not _may_replace(self.replicas[i], b_top, b_c, view) or not usage.room_for(i, b_c):
             return False
-        usage.remove(k, b_c)
-        if not usage.room_for(k, b_top):
-            usage.add(k, b_c)
-            return False
-        _swap_in(replicas[k], b_c, b_top)
-        usage.add(k, b_top)
-        where[s] = top
-        load[c] -= amount[s] / weight[c]
-        load[top] += amount[s] / weight[top]
-    usage.remove(i, b_top)
-    usage.add(i, b_c)
-    _swap_in(replicas[i], b_top, b_c)
-    where[r] = c
-    load[top] -= amount[r] / weight[top]
-    load[c] += amount[r] / weight[c]
-    return True
+        if s >= 0:
+            k = int(self.part[s])
+            if k == i or not _may_replace(self.replicas[k], b_c, b_top, view):
+                return False
+            usage.remove(k, b_c)
+            if not usage.room_for(k, b_top):
+                usage.add(k, b_c)
+                return False
+            usage.add(k, b_top)
+            self._relocate(s, k, c, top)
+        usage.remove(i, b_top)
+        usage.add(i, b_c)
+        self._relocate(r, i, top, c)
+        return True
+
+    def _relocate(self, row: int, i: int, old: int, new: int) -> None:
+        _swap_in(self.replicas[i], int(self.brokers[old]), int(self.brokers[new]))
+        self.where[row] = new
+        self.load[old] -= self.amount[row] / self.weight[old]
+        self.load[new] += self.amount[row] / self.weight[new]
 
 
 def _may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:
