@@ -80,8 +80,8 @@ class Constraints:
             default_replication_factor=raw.get("default_replication_factor"),
             min_failure_domains=int(raw.get("min_failure_domains", 0)),
             max_partitions=raw.get("max_partitions"),
-            lpt_skip_ratio=float(raw.get("lpt_skip_ratio", 1.5)),
-            vnodes_per_core=int(raw.get("vnodes_per_core", 150)),
+            lpt_skip_ratio=float(raw.get("lpt_skip_ratio", cls.lpt_skip_ratio)),
+            vnodes_per_core=int(raw.get("vnodes_per_core", cls.vnodes_per_core)),
             bounded_load_epsilon=raw.get("bounded_load_epsilon"),
         )
 

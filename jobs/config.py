@@ -194,13 +194,14 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
 
 def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]:
     """``[planner]`` options the strategies read (carried in Constraints to the workers)."""
-    ratio = _number(planner, "lpt_skip_ratio", 1.5, source)
+    defaults = Constraints()  # one place for the defaults: the dataclass
+    ratio = _number(planner, "lpt_skip_ratio", defaults.lpt_skip_ratio, source)
     if ratio < 1:
         raise ConfigError(f"{source}: planner.lpt_skip_ratio must be >= 1, got {ratio}")
-    vnodes = _typed(planner, "vnodes_per_core", int, 150, "planner.", source)
+    vnodes = _typed(planner, "vnodes_per_core", int, defaults.vnodes_per_core, "planner.", source)
     if vnodes < 1:
         raise ConfigError(f"{source}: planner.vnodes_per_core must be >= 1, got {vnodes}")
-    eps = _number(planner, "bounded_load_epsilon", None, source)
+    eps = _number(planner, "bounded_load_epsilon", defaults.bounded_load_epsilon, source)
     if eps is not None and eps <= 0:
         raise ConfigError(f"{source}: planner.bounded_load_epsilon must be > 0, got {eps}")
     return {"lpt_skip_ratio": ratio, "vnodes_per_core": vnodes, "bounded_load_epsilon": eps}
