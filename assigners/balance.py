@@ -206,14 +206,17 @@ def settle(assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterV
     balance_leaders(assignment, view)
 
 
-def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:
+def balance_leaders(
+    assignment: list[list[int]], view: ClusterView, frozen: frozenset[int] | set[int] = frozenset()
+) -> int:
     """Reorder replica lists so leader counts per broker differ by <= 1 where possible.
 
     No data moves: a partition's leader becomes another of its replicas. Uses
     shortest augmenting paths (like bipartite matching): from a broker with
     the most leaderships, follow "a leads a partition that b replicates"
     edges to a broker with at least two fewer, and shift leadership along the
-    path. Returns the number of leadership changes.
+    path. Partitions in ``frozen`` (pinned leaders) count but never change.
+    Returns the number of leadership changes.
     """
     eligible = set(view.eligible)
     led: dict[int, dict[int, None]] = {b: {} for b in eligible}  # ordered sets, see _ReplicaIndex
@@ -228,7 +231,7 @@ def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:
             return changes
         path = None
         for source in (b for b in ordered if len(led[b]) == top):
-            path = _leader_path(assignment, led, source, top)
+            path = _leader_path(assignment, led, source, top, frozen)
             if path:
                 break
         if not path:
@@ -244,7 +247,11 @@ def balance_leaders(assignment: list[list[int]], view: ClusterView) -> int:
 
 
 def _leader_path(
-    assignment: list[list[int]], led: dict[int, dict[int, None]], source: int, top: int
+    assignment: list[list[int]],
+    led: dict[int, dict[int, None]],
+    source: int,
+    top: int,
+    frozen: frozenset[int] | set[int],
 ) -> list[tuple[int, int]] | None:
     """Breadth-first search for a chain of leadership hand-overs ending on a light broker."""
     parent: dict[int, tuple[int, int]] = {}
@@ -253,6 +260,8 @@ def _leader_path(
     while queue:
         a = queue.popleft()
         for i in led[a]:
+            if i in frozen:
+                continue
             for b in assignment[i][1:]:
                 if b in seen or b not in led:
                     continue

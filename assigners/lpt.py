@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
-from assigners.metrics import broker_table, replica_loads
+from assigners.metrics import broker_table
 from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
 from assigners.placement import Usage, keep_valid, pop_legal
 
@@ -40,17 +40,16 @@ from assigners.placement import Usage, keep_valid, pop_legal
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
     """LPT over replica loads; skips a cluster already within the ratio."""
     view = ClusterView.from_brokers(brokers, constraints)
-    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
-    bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
+    leader_load = partitions["leader_load"].to_numpy(dtype=float)
+    follower_load = partitions["follower_load"].to_numpy(dtype=float)
     baseline = [list(b) for b in partitions["baseline"]]
-    ratio = _load_ratio(baseline, bytes_in, bytes_out, brokers)
+    ratio = _load_ratio(baseline, leader_load, follower_load, brokers)
     legal = all(keep_valid(b, int(r), view) == b for b, r in zip(baseline, partitions["rf"].tolist()))
     skip_ratio = constraints.lpt_skip_ratio
     if legal and ratio < skip_ratio and not view.has_caps:
         frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), baseline)
         frame.attrs[SKIP_REASON] = f"broker load max/min {ratio:.2f} < {skip_ratio}: already balanced enough"
         return frame
-    leader_load, follower_load = replica_loads(bytes_in, bytes_out)
     rf = partitions["rf"].to_numpy()
     usage = Usage([], partitions["size_bytes"].to_numpy(), view)
     load = dict.fromkeys(view.eligible, 0.0)
@@ -80,9 +79,9 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
 
 
 def _load_ratio(
-    assignment: list[list[int]], bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame
+    assignment: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, brokers: pd.DataFrame
 ) -> float:
-    table = broker_table(assignment, bytes_in, bytes_out, brokers)
+    table = broker_table(assignment, leader_load, follower_load, brokers)
     loads = table.loc[table["eligible"], "load"]
     if not len(loads) or loads.max() == 0:
         return 1.0

@@ -1,7 +1,7 @@
 """Quality measures of an assignment (DESIGN.md "Quality measures").
 
 * load of a broker = sum over its replicas (leader: bytes_in + bytes_out;
-  follower: bytes_in) / broker weight
+  follower: bytes_in; each rate times its configurable weight) / broker weight
 * load lower bound = max(total load / total eligible weight,
   largest single replica load / largest eligible weight). DESIGN.md writes the
   second term unweighted; dividing by the largest weight keeps both terms in
@@ -22,9 +22,6 @@ import numpy as np
 import pandas as pd
 
 from assigners.model import (
-    FOLLOWER_IN,
-    LEADER_IN,
-    LEADER_OUT,
     PAD,
     ClusterView,
     Replicas,
@@ -76,20 +73,16 @@ class PlanMetrics:
     rack_violations_after: int
     balance_score_before: float
     balance_score_after: float
+    affinity_hints_unmet: int = 0  # filled by the planner's rule passes, not by plan_metrics
+    moves_deferred: int = 0
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
 
 
-def replica_loads(bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(leader load, follower load) of every partition."""
-    return LEADER_IN * bytes_in + LEADER_OUT * bytes_out, FOLLOWER_IN * bytes_in
-
-
-def partition_load(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray) -> np.ndarray:
+def partition_load(leader_load: np.ndarray, follower_load: np.ndarray, rf: np.ndarray) -> np.ndarray:
     """Total load one partition puts on the cluster: its leader plus RF - 1 followers."""
-    leader, follower = replica_loads(bytes_in, bytes_out)
-    total: np.ndarray = leader + (rf - 1) * follower
+    total: np.ndarray = leader_load + (rf - 1) * follower_load
     return total
 
 
@@ -102,7 +95,7 @@ def _flatten(assignment: Replicas) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def broker_table(
-    assignment: Replicas, bytes_in: np.ndarray, bytes_out: np.ndarray, brokers: pd.DataFrame
+    assignment: Replicas, leader_load: np.ndarray, follower_load: np.ndarray, brokers: pd.DataFrame
 ) -> pd.DataFrame:
     """Per broker: replicas, leaders, absolute load and load relative to weight.
 
@@ -110,7 +103,6 @@ def broker_table(
     missing from it get weight 1 (validation rejects that input earlier).
     """
     flat_brokers, part_idx, is_leader = _flatten(assignment)
-    leader_load, follower_load = replica_loads(bytes_in, bytes_out)
     loads = np.where(is_leader, leader_load[part_idx], follower_load[part_idx]) if len(part_idx) else np.zeros(0)
     ids = np.union1d(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
     pos = np.searchsorted(ids, flat_brokers)
@@ -148,13 +140,13 @@ def _spread(values: pd.Series) -> int:
 
 def quality(
     assignment: Replicas,
-    bytes_in: np.ndarray,
-    bytes_out: np.ndarray,
+    leader_load: np.ndarray,
+    follower_load: np.ndarray,
     brokers: pd.DataFrame,
     view: ClusterView,
     load_bound: float = 0.0,
 ) -> AssignmentQuality:
-    table = broker_table(assignment, bytes_in, bytes_out, brokers)
+    table = broker_table(assignment, leader_load, follower_load, brokers)
     on_eligible = table[table["eligible"]]
     max_load = float(table["load"].max()) if len(table) else 0.0
     violations = rack_violations(assignment, view)
@@ -189,13 +181,14 @@ def _evenly_spread(counts: pd.Series, weights: pd.Series) -> bool:
     return bool((np.abs(share - mean) <= BALANCE_TOLERANCE * mean).all())
 
 
-def load_lower_bound(bytes_in: np.ndarray, bytes_out: np.ndarray, rf: np.ndarray, brokers: pd.DataFrame) -> float:
+def load_lower_bound(
+    leader_load: np.ndarray, follower_load: np.ndarray, rf: np.ndarray, brokers: pd.DataFrame
+) -> float:
     weights = brokers.loc[brokers["eligible"], "weight"].to_numpy(dtype=float)
-    if not len(weights) or not len(bytes_in):
+    if not len(weights) or not len(leader_load):
         return 0.0
-    leader, _ = replica_loads(bytes_in, bytes_out)
-    total = float(partition_load(bytes_in, bytes_out, rf).sum())
-    return max(total / float(weights.sum()), float(leader.max()) / float(weights.max()))
+    total = float(partition_load(leader_load, follower_load, rf).sum())
+    return max(total / float(weights.sum()), float(leader_load.max()) / float(weights.max()))
 
 
 def moves_between(before: Replicas, after: Replicas, size_bytes: np.ndarray) -> tuple[int, int, int]:
@@ -244,12 +237,12 @@ def plan_metrics(
 ) -> PlanMetrics:
     """All plan_runs quality columns for going from ``before`` to ``after``."""
     before, after = as_matrix(before), as_matrix(after)
-    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
-    bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
+    leader_load = partitions["leader_load"].to_numpy(dtype=float)
+    follower_load = partitions["follower_load"].to_numpy(dtype=float)
     rf = partitions["rf"].to_numpy(dtype=np.int64)
-    bound = load_lower_bound(bytes_in, bytes_out, rf, brokers)
-    q_before = quality(before, bytes_in, bytes_out, brokers, view, bound)
-    q_after = quality(after, bytes_in, bytes_out, brokers, view, bound)
+    bound = load_lower_bound(leader_load, follower_load, rf, brokers)
+    q_before = quality(before, leader_load, follower_load, brokers, view, bound)
+    q_after = quality(after, leader_load, follower_load, brokers, view, bound)
     moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
     return PlanMetrics(
         partitions=len(after),

@@ -12,7 +12,7 @@ import hashlib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,14 +21,32 @@ import pandas as pd
 ACTIVE, DRAINING, DEAD = "active", "draining", "dead"
 BROKER_STATES = (ACTIVE, DRAINING, DEAD)
 
-# Replica load weights (DESIGN.md): the leader serves produce and consume,
-# a follower only replicates the produce stream.
-LEADER_IN, LEADER_OUT, FOLLOWER_IN = 1.0, 1.0, 1.0
 
 ASSIGNMENT_COLUMNS = ["topic", "partition", "replicas"]
+# Per-core placement (assigners.cores): core 0 also runs the broker itself and
+# counts this many partitions more (Redpanda's topic_partitions_reserve_shard0).
+CORE0_RESERVE = 2
 # A strategy that decides the cluster needs no new plan returns the baseline with this
 # DataFrame.attrs key set to the reason; the planner then reports the cluster skipped.
 SKIP_REASON = "skip_reason"
+
+
+@dataclass(frozen=True)
+class LoadWeights:
+    """How a replica's load is made of its partition's rates (DESIGN.md: all 1).
+
+    A leader serves produce (``leader_in``) and consume (``leader_out``); a
+    follower only replicates the produce stream (``follower_in``). Operators
+    whose brokers are bound by egress raise ``leader_out``.
+    """
+
+    leader_in: float = 1.0
+    leader_out: float = 1.0
+    follower_in: float = 1.0
+
+    def replica_loads(self, bytes_in: np.ndarray, bytes_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(leader load, follower load) of every partition."""
+        return self.leader_in * bytes_in + self.leader_out * bytes_out, self.follower_in * bytes_in
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,23 @@ class Constraints:
     max_partitions
         Cluster-wide cap on replicas per broker; a broker row's own
         ``max_partitions`` wins when it is lower.
+    preferred_leaders
+        Pinned leaders: ``"topic:partition"`` -> broker id (hard).
+    anti_affinity_groups
+        Groups of ``"topic:partition"`` (or ``"topic"``: all its partitions)
+        whose leaders must sit on distinct brokers (hard).
+    affinity_hints
+        Groups whose leaders should share a broker (soft): ``"topic:partition"``
+        entries form one group; ``"topic"`` entries pair the topics partition
+        by partition (co-partitioned streams). Unmet hints are reported.
+    max_moves, max_bytes_to_move
+        Move budget against the baseline: only the most valuable optional
+        moves are kept (:mod:`assigners.budget`); forced moves always happen.
+    assign_cores, core_capacity
+        Also place every replica on a core of its broker (Redpanda's
+        allocator); ``core_capacity`` partitions per core is a hard cap.
+    load_weights
+        Weights of the rates in a replica's load (:class:`LoadWeights`).
     lpt_skip_ratio, vnodes_per_core, bounded_load_epsilon
         Strategy options that travel with the rules: ``lpt`` leaves a legal
         cluster whose max/min broker load is below the ratio (``skipped``);
@@ -69,6 +104,14 @@ class Constraints:
     lpt_skip_ratio: float = 1.5
     vnodes_per_core: int = 150
     bounded_load_epsilon: float | None = None
+    preferred_leaders: Mapping[str, int] = field(default_factory=dict)
+    anti_affinity_groups: tuple[tuple[str, ...], ...] = ()
+    affinity_hints: tuple[tuple[str, ...], ...] = ()
+    max_moves: int | None = None
+    max_bytes_to_move: int | None = None
+    assign_cores: bool = False
+    core_capacity: int = 7000
+    load_weights: LoadWeights = LoadWeights()
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Constraints:
@@ -83,6 +126,14 @@ class Constraints:
             lpt_skip_ratio=float(raw.get("lpt_skip_ratio", cls.lpt_skip_ratio)),
             vnodes_per_core=int(raw.get("vnodes_per_core", cls.vnodes_per_core)),
             bounded_load_epsilon=raw.get("bounded_load_epsilon"),
+            preferred_leaders={str(k): int(v) for k, v in raw.get("preferred_leaders", {}).items()},
+            anti_affinity_groups=tuple(tuple(map(str, g)) for g in raw.get("anti_affinity_groups", ())),
+            affinity_hints=tuple(tuple(map(str, g)) for g in raw.get("affinity_hints", ())),
+            max_moves=raw.get("max_moves"),
+            max_bytes_to_move=raw.get("max_bytes_to_move"),
+            assign_cores=bool(raw.get("assign_cores", False)),
+            core_capacity=int(raw.get("core_capacity", cls.core_capacity)),
+            load_weights=LoadWeights(**raw.get("load_weights", {})),
         )
 
     def rf_for(self, topic: str, current_rf: int) -> int:
@@ -103,6 +154,14 @@ class Constraints:
             "lpt_skip_ratio": self.lpt_skip_ratio,
             "vnodes_per_core": self.vnodes_per_core,
             "bounded_load_epsilon": self.bounded_load_epsilon,
+            "preferred_leaders": dict(sorted(self.preferred_leaders.items())),
+            "anti_affinity_groups": [list(g) for g in self.anti_affinity_groups],
+            "affinity_hints": [list(g) for g in self.affinity_hints],
+            "max_moves": self.max_moves,
+            "max_bytes_to_move": self.max_bytes_to_move,
+            "assign_cores": self.assign_cores,
+            "core_capacity": self.core_capacity,
+            "load_weights": asdict(self.load_weights),
         }
 
 
@@ -154,7 +213,8 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
     """Sort partitions, resolve the target RF, the baseline and the loads.
 
     ``baseline_replicas`` (previous plan) falls back to the current
-    ``replicas``; ``bytes_in``/``bytes_out`` default to zero.
+    ``replicas``; ``bytes_in``/``bytes_out`` default to zero. ``leader_load``
+    and ``follower_load`` weigh them with ``constraints.load_weights``.
     """
     pdf = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
     current_matrix = replica_matrix(pdf["replicas"].tolist())
@@ -170,6 +230,9 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
     if constraints.replication_factor or constraints.default_replication_factor is not None:
         rf = np.asarray([constraints.rf_for(t, int(c)) for t, c in zip(pdf["topic"], rf)], dtype=np.int64)
     zeros = pd.Series(np.zeros(len(pdf)))
+    bytes_in = pdf.get("bytes_in", zeros).fillna(0.0).to_numpy(dtype="float64")
+    bytes_out = pdf.get("bytes_out", zeros).fillna(0.0).to_numpy(dtype="float64")
+    leader_load, follower_load = constraints.load_weights.replica_loads(bytes_in, bytes_out)
     return pd.DataFrame(
         {
             "topic": pdf["topic"].astype(str).values,
@@ -177,11 +240,24 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
             "current": current,
             "baseline": baseline,
             "rf": np.asarray(rf, dtype="int64"),
-            "bytes_in": pdf.get("bytes_in", zeros).fillna(0.0).astype("float64").values,
-            "bytes_out": pdf.get("bytes_out", zeros).fillna(0.0).astype("float64").values,
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
+            "leader_load": leader_load,
+            "follower_load": follower_load,
             "size_bytes": pdf.get("size_bytes", zeros).fillna(0).astype("int64").values,
+            "baseline_cores": _planned_cores(pdf, baseline),
         }
     )
+
+
+def _planned_cores(pdf: pd.DataFrame, baseline: list[list[int]]) -> list[list[int] | None]:
+    """The previous plan's core per baseline replica, None where it has none (or no longer fits)."""
+    if "baseline_cores" not in pdf:
+        return [None] * len(pdf)
+    return [
+        [int(c) for c in cores] if isinstance(cores, list | np.ndarray) and len(cores) == len(base) else None
+        for cores, base in zip(pdf["baseline_cores"].tolist(), baseline)
+    ]
 
 
 @dataclass
@@ -198,6 +274,7 @@ class ClusterView:
     max_disk: dict[int, float] = field(default_factory=dict)
     eligible_set: frozenset[int] = frozenset()
     cores_of: dict[int, float] = field(default_factory=dict)
+    core_capacity: int | None = None  # set when per-core placement caps the brokers too
 
     def __post_init__(self) -> None:
         self.eligible_set = frozenset(self.eligible)
@@ -208,6 +285,12 @@ class ClusterView:
         eligible = sorted(int(b) for b, ok in zip(brokers["broker_id"], brokers["eligible"]) if ok)
         domain_of = dict(zip(ids, brokers["domain"]))
         global_cap = math.inf if constraints.max_partitions is None else float(constraints.max_partitions)
+        cores_of = {b: float(c) for b, c in zip(ids, brokers.get("cores", [None] * len(ids))) if _cap(c) < math.inf}
+        max_replicas = {b: min(global_cap, _cap(c)) for b, c in zip(ids, brokers["max_partitions"])}
+        if constraints.assign_cores:  # the per-core cap is a broker cap the strategies plan around
+            for b in ids:
+                cores = max(int(cores_of.get(b, 1)), 1)
+                max_replicas[b] = min(max_replicas[b], cores * constraints.core_capacity - CORE0_RESERVE)
         return cls(
             eligible=eligible,
             domain_of=domain_of,
@@ -215,9 +298,10 @@ class ClusterView:
             n_domains=len({domain_of[b] for b in eligible}),
             rack_aware=constraints.rack_aware,
             min_failure_domains=constraints.min_failure_domains,
-            max_replicas={b: min(global_cap, _cap(c)) for b, c in zip(ids, brokers["max_partitions"])},
+            max_replicas=max_replicas,
             max_disk={b: _cap(c) for b, c in zip(ids, brokers["disk_capacity_bytes"])},
-            cores_of={b: float(c) for b, c in zip(ids, brokers.get("cores", [None] * len(ids))) if _cap(c) < math.inf},
+            cores_of=cores_of,
+            core_capacity=constraints.core_capacity if constraints.assign_cores else None,
         )
 
     def domain_matrix(self, matrix: np.ndarray) -> np.ndarray:

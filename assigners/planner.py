@@ -8,17 +8,36 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from assigners import hashing, lpt, range_assign, round_robin, sticky
+from assigners.balance import balance_leaders
+from assigners.budget import apply_move_budget
+from assigners.cores import assign_cores
 from assigners.diff import DIFF_COLUMNS, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
+from assigners.leadership import LeaderRules, apply_leader_rules
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
-from assigners.model import SKIP_REASON, ClusterView, Constraints, prepare_brokers, prepare_partitions, replica_matrix
-from assigners.validate import check_feasible, validate_brokers, validate_loads, validate_partitions, validate_plan
+from assigners.model import (
+    SKIP_REASON,
+    ClusterView,
+    Constraints,
+    assignment_frame,
+    prepare_brokers,
+    prepare_partitions,
+    replica_matrix,
+)
+from assigners.validate import (
+    check_feasible,
+    same_keys,
+    validate_brokers,
+    validate_loads,
+    validate_partitions,
+    validate_plan,
+)
 
 Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
 
@@ -33,7 +52,9 @@ STRATEGIES: dict[str, Strategy] = {
 
 COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
 
-PLANNED_COLUMNS = ["topic", "partition", "load", *DIFF_COLUMNS]
+PLANNED_COLUMNS = ["topic", "partition", "load", "cores", *DIFF_COLUMNS]
+# Strategies whose leaders balance counts; lpt's balance leader load instead and keep them.
+_LEADER_COUNT_STRATEGIES = frozenset(STRATEGIES) - {"lpt"}
 
 
 @dataclass(frozen=True)
@@ -133,12 +154,20 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     check_feasible(prepared, view)
 
     assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
+    rules = LeaderRules.resolve(constraints, prepared)
+    if rules.missing:
+        notes.append(f"{len(rules.missing)} partitions named in leadership rules are not in this cluster")
     skip_reason = assignment.attrs.get(SKIP_REASON)
-    if skip_reason:
+    if skip_reason and not rules.active:
         return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason])
-    validate_plan(prepared, assignment, view)
-    assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
-    target = replica_matrix(assignment["replicas"].tolist())
+    if not same_keys(prepared, assignment):
+        validate_plan(prepared, assignment, view)  # names the partitions missing, extra or planned twice
+        assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
+    rows = [list(r) for r in assignment["replicas"]]
+    extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes)
+    assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
+    validate_plan(prepared, assignment, view, rules)
+    target = replica_matrix(rows)
     baseline = replica_matrix(prepared["baseline"].tolist())
 
     epochs = _baseline_epochs(partitions)
@@ -154,10 +183,21 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         request.wave_broker_limit,
     )
     planned = pd.concat([prepared[["topic", "partition"]], diff], axis=1)
-    planned["load"] = partition_load(
-        prepared["bytes_in"].to_numpy(), prepared["bytes_out"].to_numpy(), prepared["rf"].to_numpy()
+    planned["cores"] = (
+        assign_cores(  # on the diff's lists: an unchanged partition keeps its baseline follower order
+            planned["replicas"].tolist(),
+            prepared["baseline"].tolist(),
+            prepared["baseline_cores"].tolist(),
+            view,
+            constraints.core_capacity,
+        )
+        if constraints.assign_cores
+        else None
     )
-    metrics = plan_metrics(prepared, baseline, target, prepared_brokers, view)
+    planned["load"] = partition_load(
+        prepared["leader_load"].to_numpy(), prepared["follower_load"].to_numpy(), prepared["rf"].to_numpy()
+    )
+    metrics = replace(plan_metrics(prepared, baseline, target, prepared_brokers, view), **extras)
 
     unchanged = (
         planned["kind"].isna().all() and request.has_previous_plan and request.previous_partitions == len(planned)
@@ -165,3 +205,30 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     if unchanged:
         notes.append("nothing to change: the plan in force already is this plan")
     return PlanResult(SKIPPED if unchanged else COMMITTED, planned[PLANNED_COLUMNS], metrics, notes=notes)
+
+
+def _apply_rules(
+    rows: list[list[int]],
+    prepared: pd.DataFrame,
+    view: ClusterView,
+    constraints: Constraints,
+    rules: LeaderRules,
+    strategy: str,
+    notes: list[str],
+) -> dict[str, int]:
+    """Leadership rules, then the move budget, on any strategy's plan; in place.
+
+    Returns the plan_runs counts they add (unmet affinity hints, deferred moves).
+    """
+    rebalance = strategy in _LEADER_COUNT_STRATEGIES
+    unmet: list[str] = []
+    fixed: frozenset[int] = frozenset()
+    if rules.active:
+        unmet, fixed = apply_leader_rules(rows, prepared, view, rules, rebalance)
+        if unmet:
+            notes.append(f"{len(unmet)} affinity hints not met: {'; '.join(unmet[:5])}")
+    budget = apply_move_budget(rows, prepared, view, constraints, fixed)
+    notes.extend(budget.notes)
+    if budget.moves_deferred and rebalance:
+        balance_leaders(rows, view, fixed)  # reverted partitions came back with their old leaders
+    return {"affinity_hints_unmet": len(unmet), "moves_deferred": budget.moves_deferred}

@@ -21,6 +21,7 @@ from assigners.errors import (
     InvalidInputError,
     NoActiveBrokersError,
 )
+from assigners.leadership import LeaderRules
 from assigners.model import BROKER_STATES, PAD, ClusterView, distinct_per_row, replica_matrix
 
 
@@ -159,8 +160,9 @@ def _check_capacity(prepared_partitions: pd.DataFrame, view: ClusterView) -> Non
     """Totals that no placement can fit: more replicas or bytes than all caps together."""
     rf = prepared_partitions["rf"]
     replica_bytes = int((rf * prepared_partitions["size_bytes"]).sum())
+    replica_cap = "max_partitions" if view.core_capacity is None else "max_partitions/core_capacity"
     demands = (
-        ("max_partitions", "replicas to place, the eligible brokers take", int(rf.sum()), view.max_replicas),
+        (replica_cap, "replicas to place, the eligible brokers take", int(rf.sum()), view.max_replicas),
         ("disk_capacity_bytes", "bytes of replicas, the eligible brokers hold", replica_bytes, view.max_disk),
     )
     for cap, what, needed, caps in demands:
@@ -173,15 +175,18 @@ def _check_capacity(prepared_partitions: pd.DataFrame, view: ClusterView) -> Non
             )
 
 
-def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView) -> list[str]:
+def plan_violations(
+    prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView, rules: LeaderRules | None = None
+) -> list[str]:
     """Every rule a plan breaks, one line each (empty list: valid).
 
     Rules: one row per input partition, exact RF, distinct brokers, only
-    eligible brokers, and the rack rule (min(RF, racks) distinct failure
-    domains when rack-aware).
+    eligible brokers, the rack rule (min(RF, racks) distinct failure
+    domains when rack-aware), the caps, and with ``rules`` the pinned
+    leaders and anti-affinity groups.
     """
     keys = prepared_partitions[["topic", "partition"]]
-    if _same_keys(keys, assignment):
+    if same_keys(keys, assignment):
         aligned, violations = assignment, []
     else:
         violations = _row_set_violations(keys, assignment)
@@ -205,12 +210,28 @@ def plan_violations(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame,
         (spans < required, lambda i, reps: f"spans {spans[i]} racks, needs {required[i]}"),
     ]
     violations.extend(_cap_violations(matrix, prepared_partitions["size_bytes"].to_numpy(dtype=np.int64), view))
+    if rules is not None:
+        violations.extend(_leader_rule_violations(matrix[:, 0], aligned, rules))
     bad_rows = np.flatnonzero(np.any([mask for mask, _ in checks], axis=0))
     for i in bad_rows.tolist():
         reps = matrix[i][valid[i]].tolist()
         name = _tp(aligned["topic"].iat[i], aligned["partition"].iat[i])
         violations.extend(f"{name}: {describe(i, reps)}" for mask, describe in checks if mask[i])
     return violations
+
+
+def _leader_rule_violations(leaders: np.ndarray, aligned: pd.DataFrame, rules: LeaderRules) -> list[str]:
+    def name(i: int) -> str:
+        return _tp(aligned["topic"].iat[i], aligned["partition"].iat[i])
+
+    out = [f"{name(i)}: led by {leaders[i]}, pinned to {b}" for i, b in sorted(rules.pins.items()) if leaders[i] != b]
+    for group in rules.anti_groups:
+        seen: dict[int, int] = {}
+        for i in group:
+            if int(leaders[i]) in seen:
+                out.append(f"{name(i)} and {name(seen[int(leaders[i])])}: anti-affine, both led by {leaders[i]}")
+            seen[int(leaders[i])] = i
+    return out
 
 
 def _cap_violations(matrix: np.ndarray, sizes: np.ndarray, view: ClusterView) -> list[str]:
@@ -229,7 +250,8 @@ def _cap_violations(matrix: np.ndarray, sizes: np.ndarray, view: ClusterView) ->
     return out
 
 
-def _same_keys(keys: pd.DataFrame, assignment: pd.DataFrame) -> bool:
+def same_keys(keys: pd.DataFrame, assignment: pd.DataFrame) -> bool:
+    """Does ``assignment`` list the same (topic, partition) rows as ``keys``, in the same order?"""
     return len(keys) == len(assignment) and all(
         np.array_equal(keys[c].to_numpy(), assignment[c].to_numpy()) for c in ("topic", "partition")
     )
@@ -248,8 +270,10 @@ def _row_set_violations(keys: pd.DataFrame, assignment: pd.DataFrame) -> list[st
     return violations
 
 
-def validate_plan(prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView) -> None:
-    violations = plan_violations(prepared_partitions, assignment, view)
+def validate_plan(
+    prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView, rules: LeaderRules | None = None
+) -> None:
+    violations = plan_violations(prepared_partitions, assignment, view, rules)
     if violations:
         raise ConstraintViolationError(
             f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations

@@ -52,10 +52,11 @@ def _report(argv: list[str]) -> int:
     parser.add_argument("--config")
     args = parser.parse_args(argv)
     store = _store(args)
+    from jobs.config import load_config
     from jobs.queries import write_report
 
     try:
-        folders = write_report(store.spark, store, args.out, args.cluster, args.plan_version)
+        folders = write_report(store.spark, store, args.out, args.cluster, args.plan_version, load_config(args.config))
     except LookupError as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

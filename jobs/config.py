@@ -16,10 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from assigners import STRATEGIES, Constraints
+from assigners.leadership import parse_ref
+from assigners.model import CORE0_RESERVE, LoadWeights
 
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
 TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
-STRATEGY_OPTIONS = ("lpt_skip_ratio", "vnodes_per_core", "bounded_load_epsilon")  # [planner] keys
+# [planner] keys the strategies read; they travel inside Constraints
+STRATEGY_OPTIONS = ("lpt_skip_ratio", "vnodes_per_core", "bounded_load_epsilon", "load_weights")
+LOAD_WEIGHT_KEYS = tuple(LoadWeights.__dataclass_fields__)
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
 
 
@@ -51,13 +55,15 @@ class Config:
         strategy = strategy_override or override.get("strategy", self.strategy)
         merged = self.constraints.to_dict()
         for key, value in override.get("constraints", {}).items():
-            if key == "replication_factor":  # per-topic maps merge, the cluster's entries win
+            if key in ("replication_factor", "preferred_leaders"):  # maps merge, the cluster's entries win
                 merged[key] = {**merged[key], **value}
             elif key == "excluded_brokers":  # a global exclusion applies to every cluster
                 merged[key] = sorted(set(merged[key]) | set(value))
             else:
                 merged[key] = value
-        options = {key: merged.pop(key) for key in STRATEGY_OPTIONS}
+        options = {key: getattr(self.constraints, key) for key in STRATEGY_OPTIONS}  # [planner]: global only
+        for key in STRATEGY_OPTIONS:
+            merged.pop(key)
         constraints = _constraints(merged, f"clusters.{cluster_id}.constraints", self.source)
         return ClusterSettings(strategy, replace(constraints, **options))
 
@@ -89,6 +95,13 @@ _SECTIONS = {
         "default_replication_factor",
         "min_failure_domains",
         "max_partitions",
+        "preferred_leaders",
+        "anti_affinity_groups",
+        "affinity_hints",
+        "max_moves",
+        "max_bytes_to_move",
+        "assign_cores",
+        "core_capacity",
     },
     "clusters": None,  # free-form cluster ids, checked below
 }
@@ -189,7 +202,53 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
     max_partitions = _typed(raw, "max_partitions", int, None, f"{prefix}.", source)
     if max_partitions is not None and max_partitions < 1:
         raise ConfigError(f"{source}: {prefix}.max_partitions must be >= 1, got {max_partitions}")
-    return Constraints(frozenset(excluded), rack_aware, dict(rf), default_rf, min_domains, max_partitions)
+    return Constraints(
+        frozenset(excluded),
+        rack_aware,
+        dict(rf),
+        default_rf,
+        min_domains,
+        max_partitions,
+        preferred_leaders=_preferred_leaders(raw.get("preferred_leaders", {}), prefix, source),
+        anti_affinity_groups=_groups(raw, "anti_affinity_groups", prefix, source),
+        affinity_hints=_groups(raw, "affinity_hints", prefix, source),
+        max_moves=_at_least(raw, "max_moves", 0, prefix, source),
+        max_bytes_to_move=_at_least(raw, "max_bytes_to_move", 0, prefix, source),
+        assign_cores=_typed(raw, "assign_cores", bool, False, f"{prefix}.", source),
+        core_capacity=_at_least(raw, "core_capacity", CORE0_RESERVE + 1, prefix, source) or Constraints.core_capacity,
+    )
+
+
+def _at_least(raw: Mapping[str, Any], key: str, low: int, prefix: str, source: str) -> int | None:
+    value = _typed(raw, key, int, None, f"{prefix}.", source)
+    if value is not None and value < low:
+        raise ConfigError(f"{source}: {prefix}.{key} must be >= {low}, got {value}")
+    return value  # type: ignore[no-any-return]
+
+
+def _preferred_leaders(raw: Any, prefix: str, source: str) -> dict[str, int]:
+    """``"topic:partition" = broker_id`` entries."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{source}: {prefix}.preferred_leaders must map "topic:partition" to a broker id')
+    for ref, broker in raw.items():
+        if parse_ref(ref)[1] is None or not isinstance(broker, int) or isinstance(broker, bool):
+            raise ConfigError(
+                f'{source}: {prefix}.preferred_leaders.{ref} = {broker!r}: expected "topic:partition" = broker id'
+            )
+    return dict(raw)
+
+
+def _groups(raw: Mapping[str, Any], key: str, prefix: str, source: str) -> tuple[tuple[str, ...], ...]:
+    """A list of groups, each a list of "topic" or "topic:partition" names."""
+    groups = raw.get(key, [])
+    if not isinstance(groups, list) or not all(
+        isinstance(g, list) and g and all(isinstance(r, str) and r for r in g) for g in groups
+    ):
+        raise ConfigError(
+            f'{source}: {prefix}.{key} must be a list of groups, each a list of "topic" or '
+            f'"topic:partition" names, got {groups!r}'
+        )
+    return tuple(tuple(g) for g in groups)
 
 
 def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -204,15 +263,38 @@ def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]
     eps = _number(planner, "bounded_load_epsilon", defaults.bounded_load_epsilon, source)
     if eps is not None and eps <= 0:
         raise ConfigError(f"{source}: planner.bounded_load_epsilon must be > 0, got {eps}")
-    return {"lpt_skip_ratio": ratio, "vnodes_per_core": vnodes, "bounded_load_epsilon": eps}
+    return {
+        "lpt_skip_ratio": ratio,
+        "vnodes_per_core": vnodes,
+        "bounded_load_epsilon": eps,
+        "load_weights": _load_weights(planner.get("load_weights", {}), source),
+    }
 
 
-def _number(table: Mapping[str, Any], key: str, default: float | None, source: str) -> float | None:
+def _load_weights(raw: Any, source: str) -> LoadWeights:
+    """``[planner.load_weights]``: leader_in, leader_out, follower_in, each a number >= 0."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: [planner.load_weights] must be a table")
+    _check_keys(raw, set(LOAD_WEIGHT_KEYS), "planner.load_weights.", source)
+    weights = {}
+    for key in LOAD_WEIGHT_KEYS:
+        value = _number(raw, key, 1.0, source, "planner.load_weights.")
+        if value is None or value < 0:
+            raise ConfigError(f"{source}: planner.load_weights.{key} must be >= 0, got {value}")
+        weights[key] = value
+    if not any(weights.values()):
+        raise ConfigError(f"{source}: planner.load_weights are all 0: every replica would weigh nothing")
+    return LoadWeights(**weights)
+
+
+def _number(
+    table: Mapping[str, Any], key: str, default: float | None, source: str, prefix: str = "planner."
+) -> float | None:
     value = table.get(key, default)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{source}: planner.{key} = {value!r} must be a number")
+        raise ConfigError(f"{source}: {prefix}{key} = {value!r} must be a number")
     return float(value)
 
 

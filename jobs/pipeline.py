@@ -190,7 +190,13 @@ def stacked_inputs(store: TableStore, snaps_df: DataFrame, plans_df: DataFrame |
     )
     if plans_df is not None:
         stacked = stacked.unionByName(
-            _as_plan_input(plans_df, "baseline", replicas=F.col("replicas"), epoch=F.col("epoch"))
+            _as_plan_input(
+                plans_df,
+                "baseline",
+                replicas=F.col("replicas"),
+                epoch=F.col("epoch"),
+                **({"cores": F.col("cores")} if "cores" in plans_df.columns else {}),
+            )
         )
     return stacked
 
@@ -227,7 +233,7 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
     The snapshot's partition rows (duplicates kept, for validation to name),
     each with its newest rates measured at or before the snapshot
     (``has_throughput`` False and null rates when there are none) and the
-    baseline plan's ``baseline_replicas`` / ``baseline_epoch`` (null when the
+    baseline plan's ``baseline_replicas`` / ``baseline_epoch`` / ``baseline_cores`` (null when the
     plan lacks it).
     """
     source = inputs["source"]
@@ -239,8 +245,8 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
         .drop_duplicates(_KEYS, keep="last")
         .drop(columns="measured_ts")
     )
-    baseline = inputs.loc[source == "baseline", [*_KEYS, "replicas", "epoch"]].rename(
-        columns={"replicas": "baseline_replicas", "epoch": "baseline_epoch"}
+    baseline = inputs.loc[source == "baseline", [*_KEYS, "replicas", "epoch", "cores"]].rename(
+        columns={"replicas": "baseline_replicas", "epoch": "baseline_epoch", "cores": "baseline_cores"}
     )
     out = partitions.merge(rates, on=_KEYS, how="left").merge(baseline, on=_KEYS, how="left")
     out["has_throughput"] = out["bytes_in"].notna()
@@ -451,6 +457,8 @@ def plan_runs_rows(
                         "leader_spread_after",
                         "balance_score_before",
                         "balance_score_after",
+                        "affinity_hints_unmet",
+                        "moves_deferred",
                     )
                 },
             }

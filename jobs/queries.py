@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from assigners.metrics import broker_table
-from assigners.model import Constraints, prepare_brokers
+from assigners.model import Constraints, LoadWeights, prepare_brokers
+from jobs.config import Config
 from jobs.store import TableStore
 
 COMMIT_KEYS = ["cluster_id", "plan_version", "run_id"]
@@ -92,9 +93,18 @@ def reassignment_json(
 
 
 def write_report(
-    spark: SparkSession, store: TableStore, out_dir: str, cluster_id: str | None = None, plan_version: int | None = None
+    spark: SparkSession,
+    store: TableStore,
+    out_dir: str,
+    cluster_id: str | None = None,
+    plan_version: int | None = None,
+    config: Config | None = None,
 ) -> list[str]:
-    """Per cluster: summary.md (the plan_runs row), brokers.csv (before/after), moves.csv."""
+    """Per cluster: summary.md (the plan_runs row), brokers.csv (before/after), moves.csv.
+
+    Broker loads use the config's load weights (the defaults without one).
+    """
+    config = config or Config()
     runs = store.read_or_empty("plan_runs").where(F.col("status") == "committed")
     clusters = (
         [cluster_id] if cluster_id else sorted(r["cluster_id"] for r in runs.select("cluster_id").distinct().collect())
@@ -105,7 +115,8 @@ def write_report(
         folder = Path(out_dir) / cid / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
         run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
-        brokers = _broker_report(spark, store, cid, version, run)
+        weights = config.for_cluster(cid).constraints.load_weights
+        brokers = _broker_report(spark, store, cid, version, run, weights)
         brokers.to_csv(folder / "brokers.csv", index=False)
         moves = (
             committed(store, "moves")
@@ -120,7 +131,7 @@ def write_report(
 
 
 def _broker_report(
-    spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series
+    spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series, weights: LoadWeights
 ) -> pd.DataFrame:
     from jobs.pipeline import assemble_partitions, snapshots_frame, stacked_inputs
 
@@ -142,8 +153,7 @@ def _broker_report(
         )
         return broker_table(
             [list(map(int, r)) for r in joined["replicas"]],
-            joined["bytes_in"].to_numpy(),
-            joined["bytes_out"].to_numpy(),
+            *weights.replica_loads(joined["bytes_in"].to_numpy(), joined["bytes_out"].to_numpy()),
             brokers,
         )
 

@@ -139,6 +139,7 @@ PLANS = TableSpec(
         ("leader", "int", NOT_NULL, "target (preferred) leader = replicas[0]"),
         ("load", "double", NOT_NULL, "the partition's weight used by the assigner"),
         ("epoch", "long", NOT_NULL, "+1 each version in which replicas or leader change"),
+        ("cores", "array<int>", True, "core of each replica, aligned with replicas (assign_cores); else null"),
     ),
     partition_by=("cluster_id",),
 )
@@ -196,6 +197,8 @@ PLAN_RUNS = TableSpec(
         ("notes", "string", True, "warnings for people, e.g. partitions without throughput"),
         ("balance_score_before", "double", True, "0-100, Cruise Control style balancedness (DESIGN.md)"),
         ("balance_score_after", "double", True),
+        ("affinity_hints_unmet", "int", True, "affinity hint groups whose leaders could not share a broker"),
+        ("moves_deferred", "long", True, "optional moves left out by the move budget (max_moves, max_bytes_to_move)"),
     ),
 )
 
@@ -219,6 +222,7 @@ PLAN_INPUT = TableSpec(
         ("bytes_in", "double", True, "throughput rows"),
         ("bytes_out", "double", True, "throughput rows"),
         ("epoch", "long", True, "baseline rows: the plan's epoch"),
+        ("cores", "array<int>", True, "baseline rows: the plan's core per replica (assign_cores)"),
     ),
 )
 

@@ -258,3 +258,30 @@ def test_a_cluster_whose_constraints_cannot_be_met_fails_alone(spark, warehouse,
     error = runs.loc["cluster-2", "error"]
     assert "cluster cluster-2" in error and "min_failure_domains" in error and "rack" in error, error
     assert set(table(warehouse, "plans")["cluster_id"]) == {"cluster-1"}
+
+
+def test_cores_pins_and_a_move_budget_end_to_end_then_the_next_snapshot_keeps_cores(spark, warehouse, tmp_path):
+    fleet = small_fleet()
+    write_fleet(warehouse, fleet)
+    first_partition = fleet["partitions"].sort_values(["topic", "partition"]).iloc[0]
+    pinned = f"{first_partition['topic']}:{first_partition['partition']}"
+    config = tmp_path / "conf.toml"
+    config.write_text(
+        '[planner]\nstrategy = "sticky"\n[constraints]\nassign_cores = true\nmax_moves = 4\n'
+        f'[clusters."cluster-1".constraints.preferred_leaders]\n"{pinned}" = 3\n'
+    )
+    assert plan(warehouse, "--config", str(config)) == 0
+    plans, runs = table(warehouse, "plans"), table(warehouse, "plan_runs").set_index("cluster_id")
+    assert all(len(c) == len(r) for c, r in zip(plans["cores"], plans["replicas"]))
+    assert (runs["moves"] <= 4).all() or runs["notes"].str.contains("forced moves alone").any()
+    assert runs["moves_deferred"].notna().all() and runs["affinity_hints_unmet"].eq(0).all()
+    c1 = plans[plans["cluster_id"] == "cluster-1"].set_index(["topic", "partition"])
+    assert c1.loc[(first_partition["topic"], first_partition["partition"]), "leader"] == 3
+    # a new snapshot with the same layout: replicas that stay keep their cores
+    write_fleet(warehouse, {k: v.assign(snapshot_ts=LATER) for k, v in small_fleet().items()})
+    assert plan(warehouse, "--config", str(config)) == 0
+    plans = table(warehouse, "plans")
+    v1 = plans[plans["plan_version"] == 1].set_index(["cluster_id", "topic", "partition"])
+    v2 = plans[plans["plan_version"] == 2].set_index(["cluster_id", "topic", "partition"])
+    same = [k for k in v2.index if list(v2.loc[k, "replicas"]) == list(v1.loc[k, "replicas"])]
+    assert same and all(list(v2.loc[k, "cores"]) == list(v1.loc[k, "cores"]) for k in same)

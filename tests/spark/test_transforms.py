@@ -30,15 +30,16 @@ def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, st
         ),
     )
     plans = spark.createDataFrame(
-        [("c", "t", 0, [3, 1], 4)], "cluster_id string, topic string, partition int, replicas array<int>, epoch long"
+        [("c", "t", 0, [3, 1], 4, [0, 2])],
+        "cluster_id string, topic string, partition int, replicas array<int>, epoch long, cores array<int>",
     )
     actual = stacked_inputs(store, snapshots_frame(spark, {"c": T2}), plans)
     expected = spark.createDataFrame(
         [
-            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None),
-            ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None),
-            ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None),
-            ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4),
+            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None),
+            ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None),
+            ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None),
+            ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
         ],
         actual.schema,
     )
@@ -48,12 +49,12 @@ def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, st
 
 def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
     rows = [
-        ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None),
-        ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None),
-        ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None),
-        ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None),
-        ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None),  # same time: the larger rate wins
-        ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4),
+        ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None),
+        ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None, None),
+        ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None),
+        ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None),
+        ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None, None),  # same time: the larger rate wins
+        ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
     ]
     inputs = pd.DataFrame(rows, columns=PLAN_INPUT.column_names)
     out = assemble_partitions(inputs.iloc[::-1])  # row order must not matter
@@ -64,6 +65,7 @@ def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
     ]
     assert out["baseline_replicas"].tolist() == [[3, 1], None]
     assert out["baseline_epoch"].fillna(-1).tolist() == [4, -1]
+    assert out["baseline_cores"].tolist()[0] == [0, 2]
     assert out["replicas"].tolist() == [[1, 2], [2, 1]] and out["size_bytes"].tolist() == [10, 20]
 
 

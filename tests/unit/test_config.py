@@ -85,3 +85,57 @@ def test_strategy_options_reach_the_constraints_of_every_cluster():
 def test_bad_strategy_options_name_the_key(planner, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_config({"planner": planner})
+
+
+def test_rule_keys_parse_merge_per_cluster_and_travel_to_the_workers():
+    config = parse_config(
+        {
+            "planner": {"load_weights": {"leader_out": 2.5}},
+            "constraints": {
+                "preferred_leaders": {"orders:0": 3},
+                "anti_affinity_groups": [["orders:0", "orders:1"]],
+                "affinity_hints": [["orders", "payments"]],
+                "max_moves": 100,
+                "max_bytes_to_move": 10**12,
+                "assign_cores": True,
+                "core_capacity": 5000,
+            },
+            "clusters": {"c2": {"constraints": {"preferred_leaders": {"orders:1": 4}, "max_moves": 5}}},
+        }
+    )
+    c2 = config.for_cluster("c2").constraints
+    assert dict(c2.preferred_leaders) == {"orders:0": 3, "orders:1": 4} and c2.max_moves == 5
+    assert c2.anti_affinity_groups == (("orders:0", "orders:1"),) and c2.affinity_hints == (("orders", "payments"),)
+    assert c2.assign_cores and c2.core_capacity == 5000 and c2.max_bytes_to_move == 10**12
+    assert c2.load_weights.leader_out == 2.5 and c2.load_weights.leader_in == 1.0
+    assert Constraints.from_dict(c2.to_dict()) == c2
+    assert config.config_hash(["c2"]) != parse_config({}).config_hash(["c2"])
+
+
+@pytest.mark.parametrize(
+    "constraints, fragment",
+    [
+        ({"preferred_leaders": {"orders": 3}}, 'constraints.preferred_leaders.orders = 3: expected "topic:partition"'),
+        ({"anti_affinity_groups": ["orders:0"]}, "constraints.anti_affinity_groups must be a list of groups"),
+        ({"affinity_hints": [[]]}, "constraints.affinity_hints must be a list of groups"),
+        ({"max_moves": -1}, "constraints.max_moves must be >= 0"),
+        ({"core_capacity": 2}, "constraints.core_capacity must be >= 3"),
+        ({"assign_cores": "yes"}, "constraints.assign_cores = 'yes' must be bool"),
+    ],
+)
+def test_bad_rule_keys_name_the_key(constraints, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config({"constraints": constraints})
+
+
+@pytest.mark.parametrize(
+    "weights, fragment",
+    [
+        ({"leader_inn": 1.0}, "unknown key planner.load_weights.leader_inn"),
+        ({"follower_in": -1}, "planner.load_weights.follower_in must be >= 0"),
+        ({"leader_in": 0, "leader_out": 0, "follower_in": 0}, "planner.load_weights are all 0"),
+    ],
+)
+def test_bad_load_weights_name_the_key(weights, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config({"planner": {"load_weights": weights}})

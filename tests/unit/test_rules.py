@@ -1,0 +1,236 @@
+"""Rules applied on top of every strategy: leadership, move budget, per-core placement, load weights."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.model import CORE0_RESERVE, LoadWeights, prepare_partitions
+from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+
+ALL = sorted(STRATEGIES)
+
+
+def plan(strategy, brokers, parts, constraints):
+    return plan_cluster(brokers, parts, PlanRequest("c1", strategy, constraints))
+
+
+def spread_cluster(n_brokers=9, n_parts=60, seed=1):
+    """Brokers over 3 racks; every partition's replicas on 3 distinct racks (a legal baseline)."""
+    ids = list(range(1, n_brokers + 1))
+    brokers = brokers_frame(ids)  # rack r{i % 3}
+    by_rack = [[b for k, b in enumerate(ids) if k % 3 == r] for r in range(3)]
+    rng = np.random.default_rng(seed)
+    replicas = [[int(rng.choice(by_rack[(r + p) % 3])) for r in range(3)] for p in range(n_parts)]
+    return brokers, partitions_frame(replicas)
+
+
+def leaders(planned: pd.DataFrame) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): int(r[0]) for t, p, r in zip(planned["topic"], planned["partition"], planned["replicas"])}
+
+
+# -- leadership rules ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ALL)
+def test_pinned_leaders_lead_even_where_they_held_no_replica(strategy):
+    brokers, parts = spread_cluster()
+    holders = set(parts.loc[(parts["topic"] == "t0") & (parts["partition"] == 0), "replicas"].iloc[0])
+    outsider = min(set(range(1, 10)) - holders)
+    constraints = Constraints(preferred_leaders={"t0:0": outsider, "t1:3": 2, "absent:0": 4})
+    result = plan(strategy, brokers, parts, constraints)
+    assert result.status in (COMMITTED, SKIPPED), result.error
+    if result.status == SKIPPED:
+        return
+    assert_valid(brokers, parts, result.planned, constraints)
+    led = leaders(result.planned)
+    assert led[("t0", 0)] == outsider and led[("t1", 3)] == 2
+    assert any("not in this cluster" in n for n in result.notes)
+
+
+def test_a_pin_on_a_dead_broker_fails_the_cluster_naming_the_partition():
+    brokers, parts = spread_cluster()
+    brokers.loc[brokers["broker_id"] == 5, "state"] = "dead"
+    result = plan("sticky", brokers, parts, Constraints(preferred_leaders={"t2:1": 5}))
+    assert result.status == FAILED
+    assert "constraint violation" in result.error and "t2-1: pinned leader 5 is not an eligible broker" in result.error
+
+
+@pytest.mark.parametrize("strategy", ALL)
+def test_anti_affinity_spreads_leaders_even_when_replica_sets_coincide(strategy):
+    brokers = brokers_frame(list(range(1, 7)))
+    parts = partitions_frame([[1, 2, 3]] * 5 + [[4, 5, 6]] * 5)  # t0-0..4 share one replica set
+    constraints = Constraints(anti_affinity_groups=(("t0:0", "t0:1", "t0:2", "t0:3", "t0:4"),))
+    result = plan(strategy, brokers, parts, constraints)
+    assert result.status == COMMITTED, result.error
+    assert_valid(brokers, parts, result.planned, constraints)
+    led = leaders(result.planned)
+    assert len({led[("t0", p)] for p in range(5)}) == 5
+
+
+def test_an_anti_affinity_group_larger_than_the_brokers_fails():
+    brokers, parts = spread_cluster(n_brokers=6)
+    result = plan("round_robin", brokers, parts, Constraints(anti_affinity_groups=(("t0",),)))  # 10 partitions
+    assert result.status == FAILED
+    assert "anti-affinity group of 10 partitions needs as many brokers, 6 are eligible" in result.error
+
+
+def test_affinity_hints_co_locate_leaders_partition_by_partition():
+    brokers, parts = spread_cluster()
+    constraints = Constraints(affinity_hints=(("t1", "t2"),))  # t1-i with t2-i for every i
+    result = plan("sticky", brokers, parts, constraints)
+    assert result.status == COMMITTED, result.error
+    assert_valid(brokers, parts, result.planned, constraints)
+    led = leaders(result.planned)
+    assert all(led[("t1", p)] == led[("t2", p)] for p in range(10))
+    assert result.metrics.affinity_hints_unmet == 0
+
+
+def test_a_hint_against_hard_rules_is_reported_not_forced():
+    brokers, parts = spread_cluster()
+    constraints = Constraints(preferred_leaders={"t0:0": 1, "t0:1": 2}, affinity_hints=(("t0:0", "t0:1"),))
+    result = plan("sticky", brokers, parts, constraints)
+    assert result.status == COMMITTED, result.error
+    led = leaders(result.planned)
+    assert (led[("t0", 0)], led[("t0", 1)]) == (1, 2)
+    assert result.metrics.affinity_hints_unmet == 1
+    assert any("1 affinity hints not met: t0:0 t0:1" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("strategy", ALL)
+@settings(max_examples=15, deadline=None)
+@given(cluster=random_clusters(), data=st.data())
+def test_property_leadership_rules_hold_or_the_cluster_fails_typed(strategy, cluster, data):
+    brokers, parts = cluster
+    eligible = sorted(int(b) for b, s in zip(brokers["broker_id"], brokers["state"]) if s == "active")
+    names = [f"{t}:{p}" for t, p in zip(parts["topic"], parts["partition"])]
+    pins = {}
+    if eligible:
+        for name in data.draw(st.lists(st.sampled_from(names), max_size=3, unique=True)):
+            pins[name] = data.draw(st.sampled_from(eligible))
+    group = data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True))
+    hint = data.draw(st.lists(st.sampled_from(names), max_size=3, unique=True))
+    constraints = Constraints(
+        preferred_leaders=pins, anti_affinity_groups=(tuple(group),) if group else (), affinity_hints=(tuple(hint),)
+    )
+    result = plan(strategy, brokers, parts, constraints)
+    again = plan(strategy, brokers, parts, constraints)
+    pd.testing.assert_frame_equal(result.planned, again.planned)
+    if result.status == FAILED:
+        assert any(kind in result.error for kind in ("constraint violation", "not enough", "no active", "capacity"))
+        return
+    if result.status == SKIPPED:
+        return
+    assert_valid(brokers, parts, result.planned, constraints)
+    led = {f"{t}:{p}": v for (t, p), v in leaders(result.planned).items()}
+    assert all(led[name] == broker for name, broker in pins.items())
+    assert len({led[name] for name in group}) == len(group)
+
+
+# -- move budget ----------------------------------------------------------------------
+
+
+def grown_cluster():
+    """Six full brokers and one new, empty broker 7 (rack r0): balancing wants ~25 moves onto it."""
+    brokers = brokers_frame(list(range(1, 8)), racks=["r0", "r1", "r2", "r0", "r1", "r2", "r0"])
+    parts = partitions_frame([[1, 2, 3] if p % 2 else [4, 5, 6] for p in range(60)])
+    return brokers, parts
+
+
+def test_the_budget_keeps_the_most_valuable_moves_within_max_moves():
+    brokers, parts = grown_cluster()
+    full = plan("sticky", brokers, parts, Constraints())
+    budgeted = plan("sticky", brokers, parts, Constraints(max_moves=10))
+    assert full.metrics.moves > 10
+    assert budgeted.status == COMMITTED and budgeted.metrics.moves == 10
+    assert budgeted.metrics.moves_deferred == full.metrics.moves - 10
+    counts = Counter(b for r in budgeted.planned["replicas"] for b in r)
+    assert counts[7] == 10  # every kept move relieves the full brokers onto the empty one
+    assert budgeted.metrics.replica_spread_after < budgeted.metrics.replica_spread_before
+    assert_valid(brokers, parts, budgeted.planned, Constraints())
+    assert any("kept 10 of" in n for n in budgeted.notes)
+
+
+@pytest.mark.parametrize("strategy", ALL)
+def test_the_bytes_budget_holds_for_every_strategy(strategy):
+    brokers, parts = grown_cluster()
+    constraints = Constraints(max_bytes_to_move=100_000)
+    result = plan(strategy, brokers, parts, constraints)
+    assert result.status in (COMMITTED, SKIPPED), result.error
+    if result.status == COMMITTED:
+        assert result.metrics.bytes_to_move <= 100_000
+        assert_valid(brokers, parts, result.planned, constraints)
+
+
+def test_forced_moves_are_made_beyond_the_budget_and_said_so():
+    brokers, parts = grown_cluster()
+    brokers.loc[brokers["broker_id"] == 1, "state"] = "dead"  # 30 replicas must leave
+    result = plan("sticky", brokers, parts, Constraints(max_moves=5))
+    assert result.status == COMMITTED
+    assert result.metrics.moves >= 30
+    assert all(1 not in r for r in result.planned["replicas"])
+    assert any("forced moves alone" in n for n in result.notes)
+
+
+# -- per-core placement -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ALL)
+def test_cores_are_aligned_even_and_within_capacity(strategy):
+    brokers, parts = spread_cluster(n_parts=200)
+    brokers = brokers.assign(cores=[2, 4, 1, 2, 4, 1, 2, 4, 3])
+    constraints = Constraints(assign_cores=True, core_capacity=60)
+    result = plan(strategy, brokers, parts, constraints)
+    assert result.status == COMMITTED, result.error
+    per_core: Counter[tuple[int, int]] = Counter()
+    for reps, cores in zip(result.planned["replicas"], result.planned["cores"]):
+        assert len(cores) == len(reps)
+        per_core.update(zip(reps, cores))
+    n_cores = dict(zip(brokers["broker_id"], brokers["cores"]))
+    for b, n in n_cores.items():
+        load = [per_core[(b, c)] + (CORE0_RESERVE if c == 0 else 0) for c in range(n)]
+        assert set(per_core) >= {(b, c) for c in range(n) if load[c]} and all(c < n for bb, c in per_core if bb == b)
+        assert max(load) <= 60 and max(load) - min(load) <= 1, (b, load)
+
+
+def test_replanning_keeps_every_replica_on_its_core():
+    brokers, parts = spread_cluster(n_parts=120)
+    constraints = Constraints(assign_cores=True)
+    first = plan("sticky", brokers, parts, constraints).planned
+    previous = first[["topic", "partition", "replicas", "cores"]].rename(
+        columns={"replicas": "baseline_replicas", "cores": "baseline_cores"}
+    )
+    again_input = parts.merge(previous, on=["topic", "partition"]).assign(baseline_epoch=1)
+    again = plan_cluster(brokers, again_input, PlanRequest("c1", "sticky", constraints, has_previous_plan=True))
+    assert again.metrics.moves == 0
+    assert again.planned["cores"].tolist() == first["cores"].tolist()
+
+
+def test_a_cluster_whose_cores_cannot_take_its_replicas_fails_whole():
+    brokers, parts = spread_cluster(n_parts=60)  # 180 replicas, 9 brokers of 8 cores
+    result = plan("round_robin", brokers, parts, Constraints(assign_cores=True, core_capacity=2))  # 8*2-2 = 14 each
+    assert result.status == FAILED and "capacity exhausted: max_partitions/core_capacity" in result.error
+    assert result.planned.empty
+
+
+# -- load weights -----------------------------------------------------------------------
+
+
+def test_load_weights_shape_replica_loads_and_lpt():
+    parts = partitions_frame([[1, 2, 3]] * 4, bytes_in=[1.0, 2.0, 3.0, 4.0])  # bytes_out = 2 x bytes_in
+    egress = Constraints(load_weights=LoadWeights(leader_in=1.0, leader_out=3.0, follower_in=0.5))
+    prepared = prepare_partitions(parts, egress)
+    assert prepared["leader_load"].tolist() == [7.0, 14.0, 21.0, 28.0]
+    assert prepared["follower_load"].tolist() == [0.5, 1.0, 1.5, 2.0]
+    brokers, parts = spread_cluster(n_parts=90)
+    default = plan("lpt", brokers, parts, Constraints(lpt_skip_ratio=1.0))
+    weighted = plan("lpt", brokers, parts, Constraints(lpt_skip_ratio=1.0, load_weights=egress.load_weights))
+    assert default.metrics.load_lower_bound != weighted.metrics.load_lower_bound
+    assert weighted.metrics.max_load_after <= 1.1 * weighted.metrics.load_lower_bound
+    assert not default.planned["replicas"].map(tuple).equals(weighted.planned["replicas"].map(tuple))
