@@ -169,6 +169,33 @@ class _RingWalk:
         self.window *= 2
 
 
+def _top_brokers(scores: np.ndarray, ids: np.ndarray, k: int) -> list[list[int]]:
+    """Per row, the ``k`` best-scoring brokers, best first (ties: lower position), without a full sort."""
+    if k >= scores.shape[1]:
+        return ids[np.argsort(-scores, axis=1, kind="stable")].tolist()  # type: ignore[no-any-return]
+    top = np.sort(np.argpartition(-scores, k - 1, axis=1)[:, :k], axis=1)  # positions, ascending
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+    return ids[np.take_along_axis(top, order, axis=1)].tolist()  # type: ignore[no-any-return]
+
+
+class _Preference:
+    """A partition's brokers by rendezvous score: the head, then (only if a pick gets there) the rest."""
+
+    def __init__(self, head: list[int], scores: np.ndarray, ids: np.ndarray) -> None:
+        self.head, self.scores, self.ids = head, scores, ids
+        self.rest: list[int] | None = None
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.head
+        if len(self.head) == len(self.ids):
+            return
+        if self.rest is None:
+            taken = set(self.head)
+            ranked = self.ids[np.argsort(-self.scores, kind="stable")].tolist()
+            self.rest = [b for b in ranked if b not in taken]
+        yield from self.rest
+
+
 def assign_rendezvous(
     brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0
 ) -> pd.DataFrame:
@@ -183,13 +210,13 @@ def assign_rendezvous(
     picker = _Picker(view, usage, {})
     replicas: list[list[int]] = []
     chunk = max(1, 2_000_000 // max(len(ids), 1))
+    head = min(len(ids), 4 * int(rf.max(initial=1)) + 8)  # picks rarely look past the first few
     for lo in range(0, len(keys), chunk):
         block = keys[lo : lo + chunk]
         with np.errstate(over="ignore"):
             mixed = splitmix64(block[:, None] ^ salts[None, :])
         unit = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)  # in (0, 1)
         scores = -weights[None, :] / np.log(unit)
-        ranked = ids[np.argsort(-scores, axis=1, kind="stable")]
-        for j, row in enumerate(ranked.tolist()):
-            replicas.append(picker.pick(lo + j, int(rf[lo + j]), row))
+        for j, row in enumerate(_top_brokers(scores, ids, head)):
+            replicas.append(picker.pick(lo + j, int(rf[lo + j]), _Preference(row, scores[j], ids)))
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
