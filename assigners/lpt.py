@@ -62,20 +62,51 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             replicas[i] = kept
             for b in kept:
                 usage.add(i, b)
-    heap = [(0.0, b) for b in view.eligible]
-    heapq.heapify(heap)
-    for i in np.lexsort((np.arange(len(total)), -total)).tolist():
-        while len(replicas[i]) < rf[i]:
-            amount = leader_load[i] if not replicas[i] else follower_load[i]
-            b = pop_legal(heap, load.__getitem__, i, replicas[i], int(rf[i]), usage)
-            replicas[i].append(b)
-            usage.add(i, b)
-            load[b] += amount / view.weight_of[b]
-            heapq.heappush(heap, (load[b], b))
+    _place_heaviest_first(replicas, total, leader_load.tolist(), follower_load.tolist(), rf.tolist(), usage, load)
     _balance_leader_load(replicas, leader_load, follower_load, view)
     _polish(replicas, leader_load, follower_load, usage)
     relabel_towards(replicas, baseline, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+
+
+def _place_heaviest_first(
+    replicas: list[list[int]],
+    total: np.ndarray,
+    leader_load: list[float],
+    follower_load: list[float],
+    rf: list[int],
+    usage: Usage,
+    load: dict[int, float],
+) -> None:
+    """The LPT loop: each missing replica, heaviest partition first, onto the least-loaded legal broker.
+
+    The common case is inlined: the heap's top entry is fresh, not yet a
+    replica, has room and sits in a rack the partition does not use yet, so
+    :func:`pop_legal` would take it too. Everything else goes through
+    :func:`pop_legal`. A million partitions make this loop the hot spot.
+    """
+    view = usage.view
+    domain_of, weight_of, capped = view.domain_of, view.weight_of, view.has_caps
+    heap = [(0.0, b) for b in view.eligible]
+    heapq.heapify(heap)
+    for i in np.lexsort((np.arange(len(total)), -total)).tolist():
+        reps, target = replicas[i], rf[i]
+        while len(reps) < target:
+            key, b = heap[0]
+            if (
+                key == load[b]
+                and b not in reps
+                and all(domain_of[r] != domain_of[b] for r in reps)
+                and (not capped or usage.room_for(i, b))
+            ):
+                heapq.heappop(heap)
+            else:
+                b = pop_legal(heap, load.__getitem__, i, reps, target, usage)
+            amount = follower_load[i] if reps else leader_load[i]
+            reps.append(b)
+            usage.add(i, b)
+            load[b] += amount / weight_of[b]
+            heapq.heappush(heap, (load[b], b))
 
 
 def _load_ratio(
