@@ -146,7 +146,7 @@ def wave_numbers(touched: np.ndarray, has_move: np.ndarray, sizes: np.ndarray, p
     full = [1] * len(ids)
     out = []
     for row in codes.tolist():
-        brokers = [c for i, c in enumerate(row) if c != pad and (i == 0 or c != row[i - 1])]
+        brokers = [c for c in row if c != pad]  # added and removed brokers of a move never repeat
         taken = 0
         for b in brokers:
             taken |= full[b]

@@ -87,6 +87,7 @@ def _place_heaviest_first(
     """
     view = usage.view
     domain_of, weight_of, capped = view.domain_of, view.weight_of, view.has_caps
+    count, disk, sizes = usage.count, usage.disk, usage.sizes
     heap = [(0.0, b) for b in view.eligible]
     heapq.heapify(heap)
     for i in np.lexsort((np.arange(len(total)), -total)).tolist():
@@ -104,7 +105,8 @@ def _place_heaviest_first(
                 b = pop_legal(heap, load.__getitem__, i, reps, target, usage)
             amount = follower_load[i] if reps else leader_load[i]
             reps.append(b)
-            usage.add(i, b)
+            count[b] += 1  # usage.add, inlined
+            disk[b] += sizes[i]
             load[b] += amount / weight_of[b]
             heapq.heappush(heap, (load[b], b))
 
@@ -122,18 +124,24 @@ def _load_ratio(
 def _balance_leader_load(
     replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView
 ) -> None:
-    """Heaviest partitions first, lead from the replica whose broker ends up least loaded."""
+    """Heaviest partitions first, lead from the replica whose broker ends up least loaded (ties: lower id)."""
+    weight = view.weight_of
+    lead, follow = leader_load.tolist(), follower_load.tolist()
     load = dict.fromkeys(view.eligible, 0.0)
     for i, reps in enumerate(replicas):
         for b in reps:
-            load[b] += follower_load[i] / view.weight_of[b]
+            load[b] += follow[i] / weight[b]
     for i in np.argsort(-leader_load, kind="stable").tolist():
         reps = replicas[i]
-        extra = leader_load[i] - follower_load[i]
+        extra = lead[i] - follow[i]
         if not reps or extra <= 0:
             continue
-        best = min(reps, key=lambda b: (load[b] + extra / view.weight_of[b], b))
-        load[best] += extra / view.weight_of[best]
+        best, best_key = reps[0], load[reps[0]] + extra / weight[reps[0]]
+        for b in reps[1:]:
+            key = load[b] + extra / weight[b]
+            if key < best_key or (key == best_key and b < best):
+                best, best_key = b, key
+        load[best] = best_key
         reps.remove(best)
         reps.insert(0, best)
 
