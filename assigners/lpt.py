@@ -32,9 +32,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
 
+from assigners.errors import CapacityExhaustedError
 from assigners.metrics import broker_table
 from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
-from assigners.placement import Usage, keep_valid, pop_legal
+from assigners.placement import Usage, keep_valid, pop_legal, refill
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -51,22 +52,37 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         frame.attrs[SKIP_REASON] = f"broker load max/min {ratio:.2f} < {skip_ratio}: already balanced enough"
         return frame
     rf = partitions["rf"].to_numpy()
-    usage = Usage([], partitions["size_bytes"].to_numpy(), view)
-    load = dict.fromkeys(view.eligible, 0.0)
-    replicas: list[list[int]] = [[] for _ in range(len(partitions))]
     total = leader_load + (rf - 1) * follower_load
-    # zero-load partitions keep their (legal) baseline and are placed first, so they count as load 0
+    sizes = partitions["size_bytes"].to_numpy()
+    replicas, usage = _keep_zero_load(baseline, total, rf, sizes, view)
+    try:
+        load = dict.fromkeys(view.eligible, 0.0)
+        _place_heaviest_first(replicas, total, leader_load.tolist(), follower_load.tolist(), rf.tolist(), usage, load)
+    except CapacityExhaustedError:
+        # Filling by load first can leave the last, lightest partitions no broker with room in the
+        # racks they need when caps are tight. Place by count instead; the leader pass and the
+        # polish below still even out the load.
+        replicas, usage = _keep_zero_load(baseline, total, rf, sizes, view)
+        refill(replicas, rf, usage)
+    _balance_leader_load(replicas, leader_load, follower_load, view)
+    _polish(replicas, leader_load, follower_load, usage)
+    relabel_towards(replicas, baseline, view)
+    return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+
+
+def _keep_zero_load(
+    baseline: list[list[int]], total: np.ndarray, rf: np.ndarray, sizes: np.ndarray, view: ClusterView
+) -> tuple[list[list[int]], Usage]:
+    """Zero-load partitions keep their legal baseline (placed first, they count as load 0); others start empty."""
+    usage = Usage([], sizes, view)
+    replicas: list[list[int]] = [[] for _ in range(len(baseline))]
     for i in np.flatnonzero(total == 0).tolist():
         kept = keep_valid(baseline[i], int(rf[i]), view)
         if len(kept) == rf[i] and all(usage.room_for(i, b) for b in kept):
             replicas[i] = kept
             for b in kept:
                 usage.add(i, b)
-    _place_heaviest_first(replicas, total, leader_load.tolist(), follower_load.tolist(), rf.tolist(), usage, load)
-    _balance_leader_load(replicas, leader_load, follower_load, view)
-    _polish(replicas, leader_load, follower_load, usage)
-    relabel_towards(replicas, baseline, view)
-    return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+    return replicas, usage
 
 
 def _place_heaviest_first(

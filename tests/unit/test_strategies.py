@@ -299,3 +299,17 @@ def test_strategy_options_change_what_lpt_skips_and_how_far_the_ring_walks():
         count = Counter(int(b) for reps in result.planned["replicas"] for b in reps)
         counts[eps] = max(count.values()) / (sum(count.values()) / len(count))
     assert counts[0.02] <= 1.03 < counts[None], counts
+
+
+@pytest.mark.parametrize("strategy", ALL)
+def test_tight_but_feasible_replica_caps_never_fail(strategy):
+    # 30 brokers over 10 racks, 3000 partitions x RF 3: 300 replicas each, cap 303 (1% headroom)
+    rng = np.random.default_rng(5)
+    ids = list(range(1, 31))
+    brokers = brokers_frame(ids, racks=[f"r{i % 10}" for i in range(30)]).assign(max_partitions=[303] * 30)
+    current = [rng.choice(ids, 3, replace=False).tolist() for _ in range(3000)]
+    loads = rng.permutation(1e6 / np.arange(1, 3001) ** 1.1).tolist()  # heavy head, long light tail
+    parts = partitions_frame(current, [f"t{i % 60}" for i in range(3000)], [i // 60 for i in range(3000)], loads)
+    result = plan(strategy, brokers, parts, Constraints(lpt_skip_ratio=1.0))
+    assert result.status == COMMITTED, result.error
+    assert_valid(brokers, parts, result.planned, Constraints())
