@@ -168,6 +168,22 @@ def test_the_bytes_budget_holds_for_every_strategy(strategy):
         assert_valid(brokers, parts, result.planned, constraints)
 
 
+@pytest.mark.parametrize("strategy", ALL)
+@settings(max_examples=15, deadline=None)
+@given(cluster=random_clusters(), budget=st.integers(0, 12), cores=st.booleans())
+def test_property_the_budget_holds_unless_forced_and_plans_stay_valid(strategy, cluster, budget, cores):
+    brokers, parts = cluster
+    constraints = Constraints(max_moves=budget, assign_cores=cores)
+    result = plan(strategy, brokers, parts, constraints)
+    if result.status != COMMITTED:
+        return
+    assert_valid(brokers, parts, result.planned, constraints)
+    forced = any("forced moves alone" in n for n in result.notes)
+    assert result.metrics.moves <= budget or forced
+    if cores:
+        assert all(len(c) == len(r) for c, r in zip(result.planned["cores"], result.planned["replicas"]))
+
+
 def test_forced_moves_are_made_beyond_the_budget_and_said_so():
     brokers, parts = grown_cluster()
     brokers.loc[brokers["broker_id"] == 1, "state"] = "dead"  # 30 replicas must leave
