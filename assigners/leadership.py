@@ -62,6 +62,8 @@ class LeaderRules:
 
     @classmethod
     def resolve(cls, constraints: Constraints, partitions: pd.DataFrame) -> LeaderRules:
+        if not (constraints.preferred_leaders or constraints.anti_affinity_groups or constraints.affinity_hints):
+            return cls()
         index = {(t, int(p)): i for i, (t, p) in enumerate(zip(partitions["topic"], partitions["partition"]))}
         by_topic: dict[str, list[int]] = {}
         for (t, _), i in index.items():
