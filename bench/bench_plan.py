@@ -76,6 +76,7 @@ def time_floor(spark, warehouse: Path, counts: dict[str, int]) -> float:
         F.col("replicas")[0].alias("leader"),
         F.col("bytes_in_per_sec").alias("load"),
         F.lit(1).cast("long").alias("epoch"),
+        F.lit(None).cast("array<int>").alias("cores"),
     ).select(PLANS.column_names)
     store.append("plans", plans)
     moves = (
