@@ -37,6 +37,9 @@ class _ReplicaIndex:
         # Members are insertion-ordered dicts (used as ordered sets): taking the first one
         # is O(1) and deterministic, where min() over a set rescanned thousands of members.
         self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
+        # Receivers each donor is known to have no legal move to; the conditions of a move only
+        # tighten (more moves recorded, fuller receivers) except where ``move`` clears them.
+        self.dead: dict[int, set[int]] = {b: set() for b in view.eligible}
         for i in range(len(assignment)):
             self._update(i, add=True)
 
@@ -64,6 +67,8 @@ class _ReplicaIndex:
 
         ``ok`` adds per-partition conditions (room on ``new``, no reverse move).
         """
+        if new in self.dead[old]:
+            return None
         new_bit, old_bit = self.bit[new], self.bit[old]
         for groups in self.groups[old]:
             for (rf, mask), members in groups.items():
@@ -79,6 +84,7 @@ class _ReplicaIndex:
                 )
                 if hit is not None:
                     return hit
+        self.dead[old].add(new)
         return None
 
     def move(self, i: int, old: int, new: int) -> None:
@@ -86,6 +92,13 @@ class _ReplicaIndex:
         replicas = self.assignment[i]
         replicas[replicas.index(old)] = new
         self._update(i, add=True)
+        # What this move can make possible again: partitions of i's brokers changed their rack
+        # masks, ``new`` gained a partition, and ``old`` got room back.
+        for b in (*replicas, old):
+            if b in self.dead:
+                self.dead[b].clear()
+        for targets in self.dead.values():
+            targets.discard(old)
 
 
 def balance_replica_counts(
