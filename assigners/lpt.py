@@ -65,7 +65,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         replicas, usage = _keep_zero_load(baseline, total, rf, sizes, view)
         refill(replicas, rf, usage)
     _balance_leader_load(replicas, leader_load, follower_load, view)
-    _polish(replicas, leader_load, follower_load, usage)
+    polish_load(replicas, leader_load, follower_load, usage)
     relabel_towards(replicas, baseline, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
@@ -166,24 +166,43 @@ POLISH_ROUNDS = 400
 POLISH_CANDIDATES = 4  # heaviest replicas of the top broker tried per round
 
 
-def _polish(replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, usage: Usage) -> None:
-    """Lower the maximum broker load by single moves and swaps while each one lowers it."""
+def polish_load(
+    replicas: list[list[int]],
+    leader_load: np.ndarray,
+    follower_load: np.ndarray,
+    usage: Usage,
+    swaps_only: bool = False,
+    good_enough: float = 0.0,
+) -> float:
+    """Lower the maximum broker load by single moves and swaps while each one lowers it; in place.
+
+    ``swaps_only`` keeps every broker's replica and leader counts (a swap
+    exchanges two replicas of the same role), for count-balanced plans.
+    Stops once the maximum load per weight is at most ``good_enough``.
+    Returns the maximum load per weight reached.
+    """
     if len(usage.view.eligible) < 2:
-        return
-    search = _TopBrokerSearch(replicas, leader_load, follower_load, usage)
+        return 0.0
+    search = _TopBrokerSearch(replicas, leader_load, follower_load, usage, swaps_only)
     for _ in range(POLISH_ROUNDS):
-        if not search.improve_top():
-            return
+        if float(search.load.max()) <= good_enough or not search.improve_top():
+            break
+    return float(search.load.max())
 
 
 class _TopBrokerSearch:
     """One row per replica (partition, broker slot, load in its role) and the loads per weight."""
 
     def __init__(
-        self, replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, usage: Usage
+        self,
+        replicas: list[list[int]],
+        leader_load: np.ndarray,
+        follower_load: np.ndarray,
+        usage: Usage,
+        swaps_only: bool = False,
     ) -> None:
         view = usage.view
-        self.replicas, self.usage = replicas, usage
+        self.replicas, self.usage, self.swaps_only = replicas, usage, swaps_only
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         slot = {int(b): k for k, b in enumerate(self.brokers.tolist())}
         self.weight = np.array([view.weight_of[b] for b in self.brokers.tolist()], dtype=float)
@@ -197,19 +216,28 @@ class _TopBrokerSearch:
             ]
         )
         self.load = np.bincount(self.where, weights=self.amount, minlength=len(self.brokers)) / self.weight
+        self.leads = np.array([j == 0 for reps in replicas for j in range(len(reps))], dtype=bool)
 
     def improve_top(self) -> bool:
         """Make the best legal move or swap of one of the top broker's heaviest replicas that lowers its load."""
         load, weight, where, amount = self.load, self.weight, self.where, self.amount
         top = int(np.argmax(load))
         mine = np.flatnonzero(where == top)
-        for r in mine[np.argsort(-amount[mine], kind="stable")][:POLISH_CANDIDATES].tolist():
+        mine = mine[np.argsort(-amount[mine], kind="stable")]
+        if self.swaps_only:  # a swap needs a partner of the same role: try the heaviest of each role
+            candidates = [*mine[self.leads[mine]][:POLISH_CANDIDATES], *mine[~self.leads[mine]][:POLISH_CANDIDATES]]
+        else:
+            candidates = mine[:POLISH_CANDIDATES].tolist()
+        for r in candidates:
             x = amount[r]
             # a move to broker c, or a swap with replica s on c: the larger of the two new loads
             move_peak = np.maximum(load[top] - x / weight[top], load + x / weight)
             move_peak[top] = np.inf
             swap_peak = np.maximum(load[top] + (amount - x) / weight[top], load[where] + (x - amount) / weight[where])
             swap_peak[where == top] = np.inf
+            if self.swaps_only:  # same role only, so leader counts stay where they are too
+                swap_peak[self.leads != self.leads[r]] = np.inf
+                move_peak[:] = np.inf
             options = [(float(move_peak[c]), 0, c, -1) for c in np.argsort(move_peak, kind="stable")[:8].tolist()]
             options += [
                 (float(swap_peak[s]), 1, int(where[s]), s) for s in np.argsort(swap_peak, kind="stable")[:16].tolist()

@@ -9,7 +9,12 @@ only what must change or what evens out the brokers:
 3. refill missing replicas on the emptiest legal brokers;
 4. move replicas from the fullest to the emptiest brokers (per weight) while
    that strictly evens them out; never A->B and B->A for one topic;
-5. balance leaders by reordering replicas (no data moves).
+5. balance leaders by reordering replicas (no data moves);
+6. when throughput is given and the most loaded broker is more than 10%
+   above the load lower bound (the balance score's load goal), swap
+   replicas of the same role between brokers (counts stay even) while each
+   swap lowers that maximum. The pass is kept only if it meets the goal,
+   i.e. raises the balance score; otherwise it is reverted.
 
 A cluster already balanced and legal is returned unchanged, so re-planning
 moves nothing. Balanced means: replica counts per weight cannot be evened
@@ -19,11 +24,14 @@ move left).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from assigners.balance import settle
+from assigners.lpt import polish_load
+from assigners.metrics import BALANCE_TOLERANCE, broker_table, load_lower_bound
 from assigners.model import ClusterView, Constraints, assignment_frame
-from assigners.placement import keep_valid, replica_pressure
+from assigners.placement import Usage, keep_valid, replica_pressure
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -45,4 +53,28 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     pressure = replica_pressure(baseline, view)
     replicas = [keep_valid(list(base), int(r), view, pressure) for base, r in zip(baseline, rf.tolist())]
     settle(replicas, partitions, view)
+    _even_out_load(replicas, partitions, brokers, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+
+
+def _even_out_load(
+    replicas: list[list[int]], partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterView
+) -> None:
+    """Step 6: same-role swaps towards the load goal, kept only when they reach it."""
+    leader_load = partitions["leader_load"].to_numpy(dtype=float)
+    follower_load = partitions["follower_load"].to_numpy(dtype=float)
+    bound = load_lower_bound(leader_load, follower_load, partitions["rf"].to_numpy(), brokers)
+    goal = (1 + BALANCE_TOLERANCE) * bound
+    if bound <= 0 or _max_load(replicas, leader_load, follower_load, brokers) <= goal:
+        return
+    before = [list(r) for r in replicas]
+    usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
+    if polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal) > goal:
+        replicas[:] = before  # the pass did not meet the load goal: it would only add moves
+
+
+def _max_load(
+    replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, brokers: pd.DataFrame
+) -> float:
+    table = broker_table(replicas, leader_load, follower_load, brokers)
+    return float(table["load"].max()) if len(table) else 0.0

@@ -313,3 +313,40 @@ def test_tight_but_feasible_replica_caps_never_fail(strategy):
     result = plan(strategy, brokers, parts, Constraints(lpt_skip_ratio=1.0))
     assert result.status == COMMITTED, result.error
     assert_valid(brokers, parts, result.planned, Constraints())
+
+
+def test_sticky_evens_out_load_by_same_role_swaps_keeping_counts():
+    # counts already even (3 leaders + 3 followers per broker), but every heavy partition sits on brokers 1 and 2
+    brokers = brokers_frame(list(range(1, 9)), racks=[f"r{i % 4}" for i in range(8)])
+    pairs = [[1, 2], [2, 1], [3, 4], [4, 3], [5, 6], [6, 5], [7, 8], [8, 7]] * 3
+    loads = [40.0 if set(p) == {1, 2} else 1.0 for p in pairs]
+    parts = partitions_frame(pairs, [f"t{i}" for i in range(24)], [0] * 24, loads)
+    result = plan("sticky", brokers, parts)
+    assert result.status == COMMITTED, result.error
+    m = result.metrics
+    assert m.max_load_before > 1.1 * m.load_lower_bound >= m.max_load_after
+    assert m.replica_spread_after == 0 and m.leader_spread_after == 0
+    assert_valid(brokers, parts, result.planned, Constraints())
+    again = plan_cluster(
+        brokers,
+        parts.merge(
+            result.planned[["topic", "partition", "replicas"]].rename(columns={"replicas": "baseline_replicas"}),
+            on=["topic", "partition"],
+        ).assign(baseline_epoch=1),
+        PlanRequest("c1", "sticky", has_previous_plan=True),
+    )
+    assert again.metrics.moves == 0  # the balanced result is stable
+
+
+def test_sticky_reverts_a_load_pass_that_cannot_reach_the_goal():
+    # RF 3 over 3 racks pins every partition to one broker per rack, and broker 1 leads all heavy
+    # partitions: swaps can spread them inside rack r0 but never the rack's load, so the goal
+    # (max load within 10% of the bound) stays out of reach and the swaps are not worth their moves
+    brokers = brokers_frame(list(range(1, 10)))
+    layout = [[1 + (p % 3) * 3, 2 + ((p // 3) % 3) * 3, 3 + ((p // 9) % 3) * 3] for p in range(27)] * 4
+    loads = [50.0 if 1 in r else 1.0 for r in layout]
+    parts = partitions_frame(layout, [f"t{i}" for i in range(108)], [0] * 108, loads)
+    result = plan("sticky", brokers, parts)
+    m = result.metrics
+    assert m.max_load_after > 1.1 * m.load_lower_bound
+    assert m.moves == 0 and m.replica_spread_after == 0
