@@ -39,7 +39,9 @@ class _ReplicaIndex:
         self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
         # Receivers each donor is known to have no legal move to; the conditions of a move only
         # tighten (more moves recorded, fuller receivers) except where ``move`` clears them.
-        self.dead: dict[int, set[int]] = {b: set() for b in view.eligible}
+        # A verdict holds while its receiver has not lost a replica since (``freed`` counts that).
+        self.dead: dict[int, dict[int, int]] = {b: {} for b in view.eligible}
+        self.freed: dict[int, int] = dict.fromkeys(view.eligible, 0)
         for i in range(len(assignment)):
             self._update(i, add=True)
 
@@ -67,7 +69,7 @@ class _ReplicaIndex:
 
         ``ok`` adds per-partition conditions (room on ``new``, no reverse move).
         """
-        if new in self.dead[old]:
+        if self.dead[old].get(new, -1) == self.freed[new]:
             return None
         new_bit, old_bit = self.bit[new], self.bit[old]
         for groups in self.groups[old]:
@@ -84,7 +86,7 @@ class _ReplicaIndex:
                 )
                 if hit is not None:
                     return hit
-        self.dead[old].add(new)
+        self.dead[old][new] = self.freed[new]
         return None
 
     def move(self, i: int, old: int, new: int) -> None:
@@ -97,8 +99,8 @@ class _ReplicaIndex:
         for b in (*replicas, old):
             if b in self.dead:
                 self.dead[b].clear()
-        for targets in self.dead.values():
-            targets.discard(old)
+        if old in self.freed:
+            self.freed[old] += 1  # outdates every "nothing fits on old" verdict at once
 
 
 def balance_replica_counts(
