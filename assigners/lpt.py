@@ -96,28 +96,37 @@ def _place_heaviest_first(
 ) -> None:
     """The LPT loop: each missing replica, heaviest partition first, onto the least-loaded legal broker.
 
-    The common case is inlined: the heap's top entry is fresh, not yet a
-    replica, has room and sits in a rack the partition does not use yet, so
-    :func:`pop_legal` would take it too. Everything else goes through
-    :func:`pop_legal`. A million partitions make this loop the hot spot.
+    The common case is inlined: while the partition still wants a new rack,
+    the first fresh heap entry that is not yet a replica, has room and sits
+    in an unused rack is what :func:`pop_legal` would take too. Everything
+    else (old racks, nothing found) goes through :func:`pop_legal`. A
+    million partitions make this loop the hot spot.
     """
     view = usage.view
     domain_of, weight_of, capped = view.domain_of, view.weight_of, view.has_caps
     count, disk, sizes = usage.count, usage.disk, usage.sizes
+    required, rack_aware, n_domains = view.required_domains, view.rack_aware, view.n_domains
     heap = [(0.0, b) for b in view.eligible]
     heapq.heapify(heap)
     for i in np.lexsort((np.arange(len(total)), -total)).tolist():
         reps, target = replicas[i], rf[i]
         while len(reps) < target:
-            key, b = heap[0]
-            if (
-                key == load[b]
-                and b not in reps
-                and all(domain_of[r] != domain_of[b] for r in reps)
-                and (not capped or usage.room_for(i, b))
-            ):
-                heapq.heappop(heap)
-            else:
+            used = {domain_of[r] for r in reps}
+            b = -1
+            if len(used) < required(target) or (rack_aware and len(used) < n_domains):
+                # pop_legal would take the first fresh entry in a new rack with room: find it inline
+                skipped = []
+                while heap:
+                    key, c = heapq.heappop(heap)
+                    if key != load[c]:
+                        continue  # stale; the fresh entry is in the heap
+                    if c not in reps and domain_of[c] not in used and (not capped or usage.room_for(i, c)):
+                        b = c
+                        break
+                    skipped.append((key, c))
+                for entry in skipped:
+                    heapq.heappush(heap, entry)
+            if b < 0:
                 b = pop_legal(heap, load.__getitem__, i, reps, target, usage)
             amount = follower_load[i] if reps else leader_load[i]
             reps.append(b)

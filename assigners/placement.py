@@ -69,6 +69,10 @@ def keep_valid(
     brokers; ties go to the later replica.
     """
     eligible = view.eligible_set
+    if len(baseline) == rf and eligible.issuperset(baseline):  # the common case: all may stay
+        spread = len({view.domain_of[b] for b in baseline})
+        if len(set(baseline)) == rf and spread >= view.required_domains(rf):
+            return list(baseline)
     kept: list[int] = []
     for b in baseline:
         if b in eligible and b not in kept:
