@@ -213,19 +213,13 @@ class _TopBrokerSearch:
         view = usage.view
         self.replicas, self.usage, self.swaps_only = replicas, usage, swaps_only
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
-        slot = {int(b): k for k, b in enumerate(self.brokers.tolist())}
         self.weight = np.array([view.weight_of[b] for b in self.brokers.tolist()], dtype=float)
-        self.part = np.array([i for i, reps in enumerate(replicas) for _ in reps], dtype=np.int64)
-        self.where = np.array([slot[b] for reps in replicas for b in reps], dtype=np.int64)
-        self.amount = np.array(
-            [
-                leader_load[i] if j == 0 else follower_load[i]
-                for i, reps in enumerate(replicas)
-                for j in range(len(reps))
-            ]
-        )
+        matrix = replica_matrix(replicas)
+        self.part, position = np.nonzero(matrix != PAD)  # row by row: partition order, then replica order
+        self.where = np.searchsorted(self.brokers, matrix[self.part, position])  # eligible ids are sorted
+        self.leads = position == 0
+        self.amount = np.where(self.leads, leader_load[self.part], follower_load[self.part])
         self.load = np.bincount(self.where, weights=self.amount, minlength=len(self.brokers)) / self.weight
-        self.leads = np.array([j == 0 for reps in replicas for j in range(len(reps))], dtype=bool)
 
     def improve_top(self) -> bool:
         """Make the best legal move or swap of one of the top broker's heaviest replicas that lowers its load."""
