@@ -223,9 +223,13 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     needs_choice = (kept_len > rf) | (spans + (rf - kept_len) < required)
     counts = np.bincount(np.searchsorted(eligible, old[on_eligible & ~needs_choice[:, None]]), minlength=len(eligible))
     kept_total = int(kept_len[~needs_choice].sum())
-    for row, target in zip(old[needs_choice].tolist(), rf[needs_choice].tolist()):
-        # how many stay is fixed, which ones is the plan's choice: they count as forced only,
-        # not towards any broker's excess, so the bound stays a true lower bound
+    # How many stay is fixed, which ones is the plan's choice: they count as forced only, not
+    # towards any broker's excess, so the bound stays a true lower bound. Without an RF decrease,
+    # keep_valid drops one replica of a crowded rack per missing rack, so the count is arithmetic.
+    distinct = distinct_per_row(old, on_eligible)
+    crowded = needs_choice & (distinct <= rf)
+    kept_total += int((distinct - np.maximum(required - (spans + rf - distinct), 0))[crowded].sum())
+    for row, target in zip(old[needs_choice & ~crowded].tolist(), rf[needs_choice & ~crowded].tolist()):
         kept_total += len(keep_valid([b for b in row if b in view.eligible_set], int(target), view))
     forced = int(rf.sum()) - kept_total
     ceiling = math.ceil(int(rf.sum()) / len(eligible))
