@@ -182,17 +182,20 @@ def polish_load(
     usage: Usage,
     swaps_only: bool = False,
     good_enough: float = 0.0,
+    topics: np.ndarray | None = None,
 ) -> float:
     """Lower the maximum broker load by single moves and swaps while each one lowers it; in place.
 
     ``swaps_only`` keeps every broker's replica and leader counts (a swap
     exchanges two replicas of the same role), for count-balanced plans.
     Stops once the maximum load per weight is at most ``good_enough``.
+    With ``topics`` (a code per partition) two replicas of one topic are never
+    swapped, which would move that topic A->B and B->A at once.
     Returns the maximum load per weight reached.
     """
     if len(usage.view.eligible) < 2:
         return 0.0
-    search = _TopBrokerSearch(replicas, leader_load, follower_load, usage, swaps_only)
+    search = _TopBrokerSearch(replicas, leader_load, follower_load, usage, swaps_only, topics)
     for _ in range(POLISH_ROUNDS):
         if float(search.load.max()) <= good_enough or not search.improve_top():
             break
@@ -209,9 +212,10 @@ class _TopBrokerSearch:
         follower_load: np.ndarray,
         usage: Usage,
         swaps_only: bool = False,
+        topics: np.ndarray | None = None,
     ) -> None:
         view = usage.view
-        self.replicas, self.usage, self.swaps_only = replicas, usage, swaps_only
+        self.replicas, self.usage, self.swaps_only, self.topics = replicas, usage, swaps_only, topics
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.weight = np.array([view.weight_of[b] for b in self.brokers.tolist()], dtype=float)
         matrix = replica_matrix(replicas)
@@ -261,6 +265,8 @@ class _TopBrokerSearch:
         if s >= 0:
             k = int(self.part[s])
             if k == i or not _may_replace(self.replicas[k], b_c, b_top, view):
+                return False
+            if self.topics is not None and self.topics[k] == self.topics[i]:
                 return False
             usage.remove(k, b_c)
             if not usage.room_for(k, b_top):

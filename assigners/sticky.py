@@ -30,7 +30,7 @@ import pandas as pd
 from assigners.balance import settle
 from assigners.lpt import polish_load
 from assigners.metrics import BALANCE_TOLERANCE, broker_table, load_lower_bound
-from assigners.model import ClusterView, Constraints, assignment_frame
+from assigners.model import ClusterView, Constraints, assignment_frame, topic_codes
 from assigners.placement import Usage, keep_valid, replica_pressure
 
 
@@ -68,9 +68,13 @@ def _even_out_load(
     if bound <= 0 or _max_load(replicas, leader_load, follower_load, brokers) <= goal:
         return
     before = [list(r) for r in replicas]
+    baseline = partitions["baseline"].tolist()
+    topics = topic_codes(partitions)
+    conflicts = _back_and_forth(baseline, replicas, topics)
     usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
-    if polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal) > goal:
-        replicas[:] = before  # the pass did not meet the load goal: it would only add moves
+    reached = polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal, topics=topics)
+    if reached > goal or _back_and_forth(baseline, replicas, topics) > conflicts:
+        replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: only costs moves
 
 
 def _max_load(
@@ -78,3 +82,20 @@ def _max_load(
 ) -> float:
     table = broker_table(replicas, leader_load, follower_load, brokers)
     return float(table["load"].max()) if len(table) else 0.0
+
+
+def _back_and_forth(baseline: list[list[int]], replicas: list[list[int]], topics: np.ndarray) -> int:
+    """How many single-replica changes move a topic A->B while another partition of it goes B->A.
+
+    Only partitions that change one replica name a single A->B pair; that is
+    every partition a swap touches. (Forced moves may already pair up that
+    way; the swaps must not add any.)
+    """
+    pairs = set()
+    for base, now, topic in zip(baseline, replicas, topics.tolist()):
+        if base == now:
+            continue
+        gone, new = set(base) - set(now), set(now) - set(base)
+        if len(gone) == 1 and len(new) == 1:
+            pairs.add((topic, gone.pop(), new.pop()))
+    return sum((t, b, a) in pairs for t, a, b in pairs)

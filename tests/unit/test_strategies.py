@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
-from assigners.model import ClusterView, prepare_brokers
+from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from assigners.placement import Usage
 from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
@@ -350,3 +352,22 @@ def test_sticky_reverts_a_load_pass_that_cannot_reach_the_goal():
     m = result.metrics
     assert m.max_load_after > 1.1 * m.load_lower_bound
     assert m.moves == 0 and m.replica_spread_after == 0
+
+
+def test_load_swaps_never_exchange_two_replicas_of_one_topic():
+    # the swap that evens the load would move topic "t" 1->5 in one partition and 5->1 in another
+    brokers = brokers_frame(list(range(1, 9)), racks=[f"r{i % 4}" for i in range(8)])
+    pairs = [[1, 2], [2, 1], [3, 4], [4, 3], [5, 6], [6, 5], [7, 8], [8, 7]] * 3
+    loads = [40.0 if set(p) == {1, 2} else 1.0 for p in pairs]
+    constraints = Constraints()
+    prepared = prepare_partitions(partitions_frame(pairs, ["t"] * 24, list(range(24)), loads), constraints)
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+
+    def polished(topics):
+        replicas = [list(r) for r in prepared["baseline"]]
+        usage = Usage(replicas, prepared["size_bytes"].to_numpy(), view)
+        lead, follow = prepared["leader_load"].to_numpy(), prepared["follower_load"].to_numpy()
+        return polish_load(replicas, lead, follow, usage, swaps_only=True, topics=topics)
+
+    one_topic = np.zeros(24, dtype=np.int64)
+    assert polished(None) < polished(one_topic) == 60.0  # only cross-topic swaps would help; there are none
