@@ -29,8 +29,8 @@ import pandas as pd
 
 from assigners.balance import settle
 from assigners.lpt import polish_load
-from assigners.metrics import BALANCE_TOLERANCE, broker_table, load_lower_bound
-from assigners.model import ClusterView, Constraints, assignment_frame, topic_codes
+from assigners.metrics import BALANCE_TOLERANCE, load_lower_bound
+from assigners.model import PAD, ClusterView, Constraints, assignment_frame, replica_matrix, topic_codes
 from assigners.placement import Usage, keep_valid, replica_pressure
 
 
@@ -65,7 +65,7 @@ def _even_out_load(
     follower_load = partitions["follower_load"].to_numpy(dtype=float)
     bound = load_lower_bound(leader_load, follower_load, partitions["rf"].to_numpy(), brokers)
     goal = (1 + BALANCE_TOLERANCE) * bound
-    if bound <= 0 or _max_load(replicas, leader_load, follower_load, brokers) <= goal:
+    if bound <= 0 or _max_load(replicas, leader_load, follower_load, view) <= goal:
         return
     before = [list(r) for r in replicas]
     baseline = partitions["baseline"].tolist()
@@ -78,10 +78,16 @@ def _even_out_load(
 
 
 def _max_load(
-    replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, brokers: pd.DataFrame
+    replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView
 ) -> float:
-    table = broker_table(replicas, leader_load, follower_load, brokers)
-    return float(table["load"].max()) if len(table) else 0.0
+    """The most loaded eligible broker's load per weight (the plan holds eligible brokers only)."""
+    matrix = replica_matrix(replicas)
+    part, position = np.nonzero(matrix != PAD)
+    brokers = np.asarray(view.eligible, dtype=np.int64)
+    amount = np.where(position == 0, leader_load[part], follower_load[part])
+    load = np.bincount(np.searchsorted(brokers, matrix[part, position]), weights=amount, minlength=len(brokers))
+    weight = np.asarray([view.weight_of[b] for b in view.eligible], dtype=float)
+    return float((load / weight).max()) if len(brokers) else 0.0
 
 
 def _back_and_forth(baseline: list[list[int]], replicas: list[list[int]], topics: np.ndarray) -> int:
