@@ -30,7 +30,16 @@ import pandas as pd
 from assigners.balance import settle
 from assigners.lpt import polish_load
 from assigners.metrics import BALANCE_TOLERANCE, load_lower_bound
-from assigners.model import PAD, ClusterView, Constraints, assignment_frame, replica_matrix, topic_codes
+from assigners.model import (
+    PAD,
+    ClusterView,
+    Constraints,
+    assignment_frame,
+    pad_to,
+    replica_matrix,
+    row_contains,
+    topic_codes,
+)
 from assigners.placement import Usage, keep_valid, replica_pressure
 
 
@@ -68,13 +77,16 @@ def _even_out_load(
     if bound <= 0 or _max_load(replicas, leader_load, follower_load, view) <= goal:
         return
     before = [list(r) for r in replicas]
-    baseline = partitions["baseline"].tolist()
-    topics = topic_codes(partitions)
-    conflicts = _back_and_forth(baseline, replicas, topics)
     usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
+    topics = topic_codes(partitions)
     reached = polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal, topics=topics)
-    if reached > goal or _back_and_forth(baseline, replicas, topics) > conflicts:
-        replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: only costs moves
+    if reached <= goal:
+        baseline = replica_matrix(partitions["baseline"].tolist())
+        if _back_and_forth(baseline, replica_matrix(replicas), topics) <= _back_and_forth(
+            baseline, replica_matrix(before), topics
+        ):
+            return
+    replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: it would only cost moves
 
 
 def _max_load(
@@ -90,18 +102,22 @@ def _max_load(
     return float((load / weight).max()) if len(brokers) else 0.0
 
 
-def _back_and_forth(baseline: list[list[int]], replicas: list[list[int]], topics: np.ndarray) -> int:
+def _back_and_forth(baseline: np.ndarray, plan: np.ndarray, topics: np.ndarray) -> int:
     """How many single-replica changes move a topic A->B while another partition of it goes B->A.
 
     Only partitions that change one replica name a single A->B pair; that is
     every partition a swap touches. (Forced moves may already pair up that
     way; the swaps must not add any.)
     """
-    pairs = set()
-    for base, now, topic in zip(baseline, replicas, topics.tolist()):
-        if base == now:
-            continue
-        gone, new = set(base) - set(now), set(now) - set(base)
-        if len(gone) == 1 and len(new) == 1:
-            pairs.add((topic, gone.pop(), new.pop()))
-    return sum((t, b, a) in pairs for t, a, b in pairs)
+    width = max(baseline.shape[1], plan.shape[1])
+    baseline, plan = pad_to(baseline, width), pad_to(plan, width)
+    gone = (baseline != PAD) & ~row_contains(baseline, plan)
+    new = (plan != PAD) & ~row_contains(plan, baseline)
+    single = (gone.sum(axis=1) == 1) & (new.sum(axis=1) == 1)
+    a = baseline[single][gone[single]]
+    b = plan[single][new[single]]
+    t = topics[single]
+    span = int(max(baseline.max(initial=0), plan.max(initial=0))) + 1
+    forward = (t * span + a) * span + b
+    backward = (t * span + b) * span + a
+    return int(np.isin(forward, backward).sum())
