@@ -74,7 +74,8 @@ def _even_out_load(
     follower_load = partitions["follower_load"].to_numpy(dtype=float)
     bound = load_lower_bound(leader_load, follower_load, partitions["rf"].to_numpy(), brokers)
     goal = (1 + BALANCE_TOLERANCE) * bound
-    if bound <= 0 or _max_load(replicas, leader_load, follower_load, view) <= goal:
+    settled = replica_matrix(replicas)
+    if bound <= 0 or _max_load(settled, leader_load, follower_load, view) <= goal:
         return
     before = [list(r) for r in replicas]
     usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
@@ -82,18 +83,13 @@ def _even_out_load(
     reached = polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal, topics=topics)
     if reached <= goal:
         baseline = replica_matrix(partitions["baseline"].tolist())
-        if _back_and_forth(baseline, replica_matrix(replicas), topics) <= _back_and_forth(
-            baseline, replica_matrix(before), topics
-        ):
+        if _back_and_forth(baseline, replica_matrix(replicas), topics) <= _back_and_forth(baseline, settled, topics):
             return
     replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: it would only cost moves
 
 
-def _max_load(
-    replicas: list[list[int]], leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView
-) -> float:
+def _max_load(matrix: np.ndarray, leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView) -> float:
     """The most loaded eligible broker's load per weight (the plan holds eligible brokers only)."""
-    matrix = replica_matrix(replicas)
     part, position = np.nonzero(matrix != PAD)
     brokers = np.asarray(view.eligible, dtype=np.int64)
     amount = np.where(position == 0, leader_load[part], follower_load[part])
