@@ -33,7 +33,7 @@ import pandas as pd
 from assigners.balance import balance_leaders
 from assigners.errors import ConstraintViolationError
 from assigners.model import ClusterView, Constraints
-from assigners.placement import Usage
+from assigners.placement import Usage, may_replace
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:
@@ -162,11 +162,9 @@ class _Placer:
             return replicas.index(broker)
         if broker not in view.eligible_set or not self.usage.room_for(i, broker) or not replicas:
             return None
-        required = view.required_domains(len(replicas))
         options = []
         for pos, old in enumerate(replicas):
-            domains = {view.domain_of[b] for k, b in enumerate(replicas) if k != pos} | {view.domain_of[broker]}
-            if len(domains) >= required:
+            if may_replace(replicas, old, broker, view):
                 same_rack = view.domain_of[old] == view.domain_of[broker]
                 fullness = self.usage.fullness(old) if old in self.usage.count else 0.0
                 options.append((not same_rack, pos == 0, -fullness, pos))  # a follower goes before the leader

@@ -35,7 +35,7 @@ from scipy.optimize import linear_sum_assignment
 from assigners.errors import CapacityExhaustedError
 from assigners.metrics import broker_table
 from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
-from assigners.placement import Usage, keep_valid, pop_legal, refill
+from assigners.placement import Usage, keep_valid, may_replace, pop_legal, refill
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -202,6 +202,21 @@ def polish_load(
     return float(search.load.max())
 
 
+def replica_loads(
+    matrix: np.ndarray, leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per replica of a plan on eligible brokers: partition, broker slot (position in
+    ``view.eligible``), leads?, load in its role; and per eligible broker its load per weight."""
+    brokers = np.asarray(view.eligible, dtype=np.int64)
+    weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
+    part, position = np.nonzero(matrix != PAD)  # row by row: partition order, then replica order
+    where = np.searchsorted(brokers, matrix[part, position])  # eligible ids are sorted
+    leads = position == 0
+    amount = np.where(leads, leader_load[part], follower_load[part])
+    load = np.bincount(where, weights=amount, minlength=len(brokers)) / weight
+    return part, where, leads, amount, load
+
+
 class _TopBrokerSearch:
     """One row per replica (partition, broker slot, load in its role) and the loads per weight."""
 
@@ -218,12 +233,9 @@ class _TopBrokerSearch:
         self.replicas, self.usage, self.swaps_only, self.topics = replicas, usage, swaps_only, topics
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.weight = np.array([view.weight_of[b] for b in self.brokers.tolist()], dtype=float)
-        matrix = replica_matrix(replicas)
-        self.part, position = np.nonzero(matrix != PAD)  # row by row: partition order, then replica order
-        self.where = np.searchsorted(self.brokers, matrix[self.part, position])  # eligible ids are sorted
-        self.leads = position == 0
-        self.amount = np.where(self.leads, leader_load[self.part], follower_load[self.part])
-        self.load = np.bincount(self.where, weights=self.amount, minlength=len(self.brokers)) / self.weight
+        self.part, self.where, self.leads, self.amount, self.load = replica_loads(
+            replica_matrix(replicas), leader_load, follower_load, view
+        )
 
     def improve_top(self) -> bool:
         """Make the best legal move or swap of one of the top broker's heaviest replicas that lowers its load."""
@@ -260,11 +272,11 @@ class _TopBrokerSearch:
         """Move replica row ``r`` from ``top`` to ``c`` (and row ``s`` back, for a swap) when every rule allows."""
         usage, view = self.usage, self.usage.view
         i, b_top, b_c = int(self.part[r]), int(self.brokers[top]), int(self.brokers[c])
-        if not _may_replace(self.replicas[i], b_top, b_c, view) or not usage.room_for(i, b_c):
+        if not may_replace(self.replicas[i], b_top, b_c, view) or not usage.room_for(i, b_c):
             return False
         if s >= 0:
             k = int(self.part[s])
-            if k == i or not _may_replace(self.replicas[k], b_c, b_top, view):
+            if k == i or not may_replace(self.replicas[k], b_c, b_top, view):
                 return False
             if self.topics is not None and self.topics[k] == self.topics[i]:
                 return False
@@ -284,14 +296,6 @@ class _TopBrokerSearch:
         self.where[row] = new
         self.load[old] -= self.amount[row] / self.weight[old]
         self.load[new] += self.amount[row] / self.weight[new]
-
-
-def _may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:
-    """Does ``reps`` keep every rule with ``old`` replaced by ``new``?"""
-    if new in reps:
-        return False
-    after = [new if b == old else b for b in reps]
-    return len({view.domain_of[b] for b in after}) >= view.required_domains(len(reps))
 
 
 def _swap_in(reps: list[int], old: int, new: int) -> None:

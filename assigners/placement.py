@@ -101,6 +101,14 @@ def keep_valid(
     return kept
 
 
+def may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:
+    """Does ``reps`` keep the rack rule with ``old`` replaced by ``new`` (not already a replica)?"""
+    if new in reps:
+        return False
+    after = [new if b == old else b for b in reps]
+    return len({view.domain_of[b] for b in after}) >= view.required_domains(len(reps))
+
+
 def replica_pressure(assignment: list[list[int]], view: ClusterView) -> dict[int, float]:
     """Replicas per weight of every eligible broker."""
     counts = dict.fromkeys(view.eligible, 0)

@@ -166,8 +166,8 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     rows = [list(r) for r in assignment["replicas"]]
     extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
-    validate_plan(prepared, assignment, view, rules)
     target = replica_matrix(rows)
+    validate_plan(prepared, assignment, view, rules, target)
     baseline = replica_matrix(prepared["baseline"].tolist())
 
     epochs = _baseline_epochs(partitions)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.balance import settle
-from assigners.lpt import polish_load
+from assigners.lpt import polish_load, replica_loads
 from assigners.metrics import BALANCE_TOLERANCE, load_lower_bound
 from assigners.model import (
     PAD,
@@ -75,7 +75,7 @@ def _even_out_load(
     bound = load_lower_bound(leader_load, follower_load, partitions["rf"].to_numpy(), brokers)
     goal = (1 + BALANCE_TOLERANCE) * bound
     settled = replica_matrix(replicas)
-    if bound <= 0 or _max_load(settled, leader_load, follower_load, view) <= goal:
+    if bound <= 0 or replica_loads(settled, leader_load, follower_load, view)[-1].max(initial=0.0) <= goal:
         return
     before = [list(r) for r in replicas]
     usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
@@ -86,16 +86,6 @@ def _even_out_load(
         if _back_and_forth(baseline, replica_matrix(replicas), topics) <= _back_and_forth(baseline, settled, topics):
             return
     replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: it would only cost moves
-
-
-def _max_load(matrix: np.ndarray, leader_load: np.ndarray, follower_load: np.ndarray, view: ClusterView) -> float:
-    """The most loaded eligible broker's load per weight (the plan holds eligible brokers only)."""
-    part, position = np.nonzero(matrix != PAD)
-    brokers = np.asarray(view.eligible, dtype=np.int64)
-    amount = np.where(position == 0, leader_load[part], follower_load[part])
-    load = np.bincount(np.searchsorted(brokers, matrix[part, position]), weights=amount, minlength=len(brokers))
-    weight = np.asarray([view.weight_of[b] for b in view.eligible], dtype=float)
-    return float((load / weight).max()) if len(brokers) else 0.0
 
 
 def _back_and_forth(baseline: np.ndarray, plan: np.ndarray, topics: np.ndarray) -> int:

@@ -176,14 +176,19 @@ def _check_capacity(prepared_partitions: pd.DataFrame, view: ClusterView) -> Non
 
 
 def plan_violations(
-    prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView, rules: LeaderRules | None = None
+    prepared_partitions: pd.DataFrame,
+    assignment: pd.DataFrame,
+    view: ClusterView,
+    rules: LeaderRules | None = None,
+    matrix: np.ndarray | None = None,
 ) -> list[str]:
     """Every rule a plan breaks, one line each (empty list: valid).
 
     Rules: one row per input partition, exact RF, distinct brokers, only
     eligible brokers, the rack rule (min(RF, racks) distinct failure
     domains when rack-aware), the caps, and with ``rules`` the pinned
-    leaders and anti-affinity groups.
+    leaders and anti-affinity groups. ``matrix``: the caller's replica matrix
+    of ``assignment`` when it already has one (used when the rows line up).
     """
     keys = prepared_partitions[["topic", "partition"]]
     if same_keys(keys, assignment):
@@ -193,7 +198,8 @@ def plan_violations(
         if violations:
             return violations
         aligned = keys.merge(assignment, on=["topic", "partition"], how="left")
-    matrix = replica_matrix(aligned["replicas"].tolist())
+    if matrix is None or aligned is not assignment:
+        matrix = replica_matrix(aligned["replicas"].tolist())
     valid = matrix != PAD
     rf = prepared_partitions["rf"].to_numpy(dtype=np.int64)
     lengths = valid.sum(axis=1)
@@ -271,9 +277,13 @@ def _row_set_violations(keys: pd.DataFrame, assignment: pd.DataFrame) -> list[st
 
 
 def validate_plan(
-    prepared_partitions: pd.DataFrame, assignment: pd.DataFrame, view: ClusterView, rules: LeaderRules | None = None
+    prepared_partitions: pd.DataFrame,
+    assignment: pd.DataFrame,
+    view: ClusterView,
+    rules: LeaderRules | None = None,
+    matrix: np.ndarray | None = None,
 ) -> None:
-    violations = plan_violations(prepared_partitions, assignment, view, rules)
+    violations = plan_violations(prepared_partitions, assignment, view, rules, matrix)
     if violations:
         raise ConstraintViolationError(
             f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations
