@@ -131,6 +131,8 @@ def balance_replica_counts(
     n = len(assignment)
     if usage is None:
         usage = Usage(assignment, np.zeros(n, dtype=np.int64) if sizes is None else sizes, view)
+    if not _any_improving_pair(usage):
+        return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     index = _ReplicaIndex(assignment, view)
     moved: set[tuple[int, int, int]] = set()
@@ -187,6 +189,14 @@ def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, topic_of: list[int], m
 def _improves(usage: Usage, donor: int, receiver: int) -> bool:
     w = usage.view.weight_of
     return (2 * usage.count[receiver] + 1) / w[receiver] < (2 * usage.count[donor] - 1) / w[donor]
+
+
+def _any_improving_pair(usage: Usage) -> bool:
+    """Is there a donor and receiver for which :func:`_improves` holds? (never for one broker with itself)"""
+    w = usage.view.weight_of
+    eligible = usage.view.eligible
+    lowest_receiver = min((2 * usage.count[b] + 1) / w[b] for b in eligible)
+    return lowest_receiver < max((2 * usage.count[b] - 1) / w[b] for b in eligible)
 
 
 def _find_count_move(

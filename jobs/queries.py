@@ -133,13 +133,11 @@ def write_report(
 def _broker_report(
     spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series, weights: LoadWeights
 ) -> pd.DataFrame:
-    from jobs.pipeline import assemble_partitions, snapshots_frame, stacked_inputs
+    from jobs.pipeline import assemble_partitions, at_snapshots, stacked_inputs
 
-    snap = snapshots_frame(spark, {cluster_id: run["snapshot_ts"].to_pydatetime()})
-    parts = assemble_partitions(stacked_inputs(store, snap).toPandas())
-    brokers = prepare_brokers(
-        store.read("brokers").join(snap, ["cluster_id", "snapshot_ts"], "inner").toPandas(), Constraints()
-    )
+    snapshot = {cluster_id: run["snapshot_ts"].to_pydatetime()}
+    parts = assemble_partitions(stacked_inputs(store, snapshot).toPandas())
+    brokers = prepare_brokers(store.read("brokers").where(at_snapshots(snapshot)).toPandas(), Constraints())
     plans = committed(store, "plans").where(F.col("cluster_id") == cluster_id)
     after = plans.where(F.col("plan_version") == version).select("topic", "partition", "replicas").toPandas()
     before = plans.where(F.col("plan_version") == version - 1).select("topic", "partition", "replicas").toPandas()

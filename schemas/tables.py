@@ -222,7 +222,7 @@ PLAN_INPUT = TableSpec(
         ("bytes_in", "double", True, "throughput rows"),
         ("bytes_out", "double", True, "throughput rows"),
         ("epoch", "long", True, "baseline rows: the plan's epoch"),
-        ("cores", "array<int>", True, "baseline rows: the plan's core per replica (assign_cores)"),
+        ("cores", "array<int>", True, "baseline rows: the plan's core per replica (assign_cores), else empty"),
     ),
 )
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from jobs.pipeline import assemble_partitions, moves_columns, snapshots_frame, stacked_inputs
+from jobs.pipeline import assemble_partitions, at_snapshots, moves_columns, stacked_inputs
 from schemas import MOVES, PARTITIONS, PLAN_INPUT, THROUGHPUT
 
 pytestmark = pytest.mark.spark
@@ -33,18 +33,32 @@ def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, st
         [("c", "t", 0, [3, 1], 4, [0, 2])],
         "cluster_id string, topic string, partition int, replicas array<int>, epoch long, cores array<int>",
     )
-    actual = stacked_inputs(store, snapshots_frame(spark, {"c": T2}), plans)
+    actual = stacked_inputs(store, {"c": T2}, plans)
     expected = spark.createDataFrame(
-        [
-            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None),
-            ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None),
-            ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None),
+        [  # arrays a source lacks are empty: Spark's Arrow writer is slow on null arrays
+            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, []),
+            ("c", "throughput", "t", 0, [], None, None, T1, 1.0, 2.0, None, []),
+            ("c", "throughput", "t", 0, [], None, None, T2, 5.0, 6.0, None, []),
             ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
         ],
         actual.schema,
     )
     assert actual.columns == PLAN_INPUT.column_names
     assert_df_equality(actual, expected, ignore_row_order=True)
+
+
+def test_at_snapshots_picks_each_clusters_own_snapshot(spark):
+    odd = "it's a \\ cluster"  # quotes and backslashes reach the SQL literal escaped
+    t2_micros = T2 + dt.timedelta(microseconds=7)
+    rows = spark.createDataFrame(
+        [(c, ts) for c in ("a", "b", odd, "other") for ts in (T1, T2, t2_micros, T3)],
+        "cluster_id string, snapshot_ts timestamp",
+    )
+    snapshots = {"a": T1, "b": t2_micros, odd: T3.replace(tzinfo=dt.UTC)}
+    exact = rows.where(at_snapshots(snapshots))
+    assert sorted(exact.collect()) == sorted([("a", T1), ("b", t2_micros), (odd, T3)])
+    upto = rows.where(at_snapshots(snapshots, "<="))
+    assert upto.count() == 1 + 3 + 4
 
 
 def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
