@@ -110,8 +110,9 @@ def select_snapshots(
         parts = parts.where(F.col("snapshot_ts") <= F.lit(as_of))
     if clusters:
         parts = parts.where(F.col("cluster_id").isin(clusters))
-    rows = parts.groupBy("cluster_id").agg(F.max("snapshot_ts").alias("snapshot_ts")).collect()
-    found = {r["cluster_id"]: r["snapshot_ts"].replace(tzinfo=dt.UTC) for r in rows}
+    # as microseconds: collect() would hand back naive datetimes in the machine's local zone
+    rows = parts.groupBy("cluster_id").agg(F.unix_micros(F.max("snapshot_ts")).alias("micros")).collect()
+    found = {r["cluster_id"]: _EPOCH + dt.timedelta(microseconds=r["micros"]) for r in rows}
     missing = sorted(set(clusters or []) - set(found))
     if missing:
         bound = f" at or before {as_of.isoformat()}" if as_of else ""

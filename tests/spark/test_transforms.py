@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
 
 import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from jobs.pipeline import assemble_partitions, at_snapshots, moves_columns, stacked_inputs
+from jobs.pipeline import assemble_partitions, at_snapshots, moves_columns, select_snapshots, stacked_inputs
 from schemas import MOVES, PARTITIONS, PLAN_INPUT, THROUGHPUT
 
 pytestmark = pytest.mark.spark
@@ -59,6 +61,27 @@ def test_at_snapshots_picks_each_clusters_own_snapshot(spark):
     assert sorted(exact.collect()) == sorted([("a", T1), ("b", t2_micros), (odd, T3)])
     upto = rows.where(at_snapshots(snapshots, "<="))
     assert upto.count() == 1 + 3 + 4
+
+
+@pytest.fixture
+def tokyo_clock():
+    """The driver's local zone set to UTC+9, as on an operator's laptop (the session stays UTC)."""
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    yield
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+
+
+def test_snapshots_are_found_whatever_the_machines_time_zone(spark, store, tokyo_clock):
+    t1, t2 = T1.replace(tzinfo=dt.UTC), (T2 + dt.timedelta(microseconds=5)).replace(tzinfo=dt.UTC)
+    store.append(
+        "partitions", spark.createDataFrame([("c", ts, "t", 0, [1], 1, 10) for ts in (t1, t2)], PARTITIONS.ddl())
+    )
+    snapshots = select_snapshots(store, None, None)
+    assert snapshots == {"c": t2}
+    assert store.read("partitions").where(at_snapshots(snapshots)).count() == 1
+    assert select_snapshots(store, dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC), ["c"]) == {"c": t1}
 
 
 def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
