@@ -16,7 +16,7 @@ import pandas as pd
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 
-from assigners.model import ClusterView, topic_codes
+from assigners.model import PAD, ClusterView, replica_matrix, topic_codes
 from assigners.placement import Usage, evict_over_capacity, refill
 
 
@@ -42,8 +42,54 @@ class _ReplicaIndex:
         # A verdict holds while its receiver has not lost a replica since (``freed`` counts that).
         self.dead: dict[int, dict[int, int]] = {b: {} for b in view.eligible}
         self.freed: dict[int, int] = dict.fromkeys(view.eligible, 0)
-        for i in range(len(assignment)):
-            self._update(i, add=True)
+        if 0 < len(domains) < 63:
+            self._bulk_build()
+        else:  # masks beyond int64: one partition at a time
+            for i in range(len(assignment)):
+                self._update(i, add=True)
+
+    def _bulk_build(self) -> None:
+        """What :meth:`_update` would build for every partition in turn, in numpy.
+
+        Groups appear in the order of their first replica and list their
+        partitions in ascending order, as the one-by-one build left them.
+        """
+        matrix = replica_matrix(self.assignment)
+        masks = self._other_domains(matrix)
+        eligible = np.array(sorted(self.groups), dtype=np.int64)
+        part, pos = np.nonzero(np.isin(matrix, eligible))  # row-major: the one-by-one build's order
+        if not len(part):
+            return
+        broker, lead = matrix[part, pos], (pos == 0).astype(np.int64)
+        rf = (matrix != PAD).sum(axis=1)[part]
+        mask_values, mask_code = np.unique(masks[part, pos], return_inverse=True)
+        mask_code = mask_code.ravel()
+        # one int64 per (broker, lead, rf, mask): a 1-D unique sorts far faster than rows
+        key = np.searchsorted(eligible, broker)
+        for radix, digit in ((2, lead), (matrix.shape[1] + 1, rf), (len(mask_values), mask_code)):
+            key = key * radix + digit
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        members = part[np.argsort(group, kind="stable")].tolist()
+        ends = np.cumsum(np.bincount(group.ravel())).tolist()
+        for g in np.argsort(first).tolist():
+            i = first[g]
+            groups = self.groups[int(broker[i])][int(lead[i])]
+            groups[(int(rf[i]), int(mask_values[mask_code[i]]))] = dict.fromkeys(
+                members[ends[g - 1] if g else 0 : ends[g]]
+            )
+
+    def _other_domains(self, matrix: np.ndarray) -> np.ndarray:
+        """Per replica, the OR of the domain bits of its partition's other replicas."""
+        known = np.array(sorted(self.bit), dtype=np.int64)
+        slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
+        bit_of = np.array([self.bit[b] for b in known.tolist()], dtype=np.int64)
+        bits = np.where((matrix != PAD) & (known[slot] == matrix), bit_of[slot], 0)  # unknown brokers: no bit
+        masks = np.zeros_like(bits)
+        for pos in range(matrix.shape[1]):
+            for other in range(matrix.shape[1]):
+                if other != pos:
+                    masks[:, pos] |= bits[:, other]
+        return masks
 
     def _update(self, i: int, add: bool) -> None:
         replicas = self.assignment[i]

@@ -56,7 +56,7 @@ def _report(argv: list[str]) -> int:
     from jobs.queries import write_report
 
     try:
-        folders = write_report(store.spark, store, args.out, args.cluster, args.plan_version, load_config(args.config))
+        folders = write_report(store, args.out, args.cluster, args.plan_version, load_config(args.config))
     except LookupError as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

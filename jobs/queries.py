@@ -93,7 +93,6 @@ def reassignment_json(
 
 
 def write_report(
-    spark: SparkSession,
     store: TableStore,
     out_dir: str,
     cluster_id: str | None = None,
@@ -116,7 +115,7 @@ def write_report(
         folder.mkdir(parents=True, exist_ok=True)
         run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
         weights = config.for_cluster(cid).constraints.load_weights
-        brokers = _broker_report(spark, store, cid, version, run, weights)
+        brokers = _broker_report(store, cid, version, run, weights)
         brokers.to_csv(folder / "brokers.csv", index=False)
         moves = (
             committed(store, "moves")
@@ -131,7 +130,7 @@ def write_report(
 
 
 def _broker_report(
-    spark: SparkSession, store: TableStore, cluster_id: str, version: int, run: pd.Series, weights: LoadWeights
+    store: TableStore, cluster_id: str, version: int, run: pd.Series, weights: LoadWeights
 ) -> pd.DataFrame:
     from jobs.pipeline import assemble_partitions, at_snapshots, stacked_inputs
 

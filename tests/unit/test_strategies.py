@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.balance import _ReplicaIndex
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
@@ -140,6 +141,27 @@ def test_property_sticky_reaches_the_balance_rule(cluster):
     if result.status != COMMITTED:
         return
     assert _single_legal_improving_move(brokers, result.planned, Constraints()) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(cluster=random_clusters(), with_strangers=st.booleans())
+def test_property_the_bulk_built_replica_index_is_the_one_by_one_index(cluster, with_strangers):
+    # the index's group and member order decide which replica moves, so both must match exactly
+    brokers, parts = cluster
+    view = ClusterView.from_brokers(prepare_brokers(brokers, Constraints()), Constraints())
+    assignment = [
+        list(map(int, r)) + ([9999] if with_strangers and i % 3 == 0 else []) for i, r in enumerate(parts["replicas"])
+    ]
+    bulk = _ReplicaIndex(assignment, view)
+    one_by_one = _ReplicaIndex([], view)
+    one_by_one.assignment = assignment
+    for i in range(len(assignment)):
+        one_by_one._update(i, add=True)
+
+    def layout(index):
+        return {b: [[(k, list(m)) for k, m in g.items()] for g in groups] for b, groups in index.groups.items()}
+
+    assert layout(bulk) == layout(one_by_one)
 
 
 def zipf_cluster(n_brokers: int, n_racks: int, n_parts: int, a: float, seed: int = 7, ranked: bool = False):
