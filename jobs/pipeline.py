@@ -172,22 +172,22 @@ def at_snapshots(snapshots: dict[str, dt.datetime], op: str = "=") -> str:
     ``cluster_id IN`` and time bounds reach the parquet reader. One map
     lookup, so a fleet of any size stays one flat expression.
     """
-    ts = {c: _sql_timestamp(t) for c, t in snapshots.items()}
-    micros = [_micros(t) for t in snapshots.values()]
-    ids = ", ".join(_sql_string(c) for c in snapshots)
-    pairs = ", ".join(f"{_sql_string(c)}, {t}" for c, t in ts.items())
-    bounds = f"snapshot_ts <= timestamp_micros({max(micros)})"
+    micros = {c: _micros(t) for c, t in snapshots.items()}
+    bounds = f"snapshot_ts <= timestamp_micros({max(micros.values())})"
     if op == "=":
-        bounds += f" AND snapshot_ts >= timestamp_micros({min(micros)})"
-    return f"cluster_id IN ({ids}) AND {bounds} AND snapshot_ts {op} try_element_at(map({pairs}), cluster_id)"
+        bounds += f" AND snapshot_ts >= timestamp_micros({min(micros.values())})"
+    per_cluster = _sql_lookup({c: f"timestamp_micros({m})" for c, m in micros.items()})
+    return f"cluster_id IN ({', '.join(map(_sql_string, snapshots))}) AND {bounds} AND snapshot_ts {op} {per_cluster}"
+
+
+def _sql_lookup(values: dict[str, str]) -> str:
+    """SQL for "this row's cluster's value" out of ``values`` (cluster -> SQL literal)."""
+    pairs = ", ".join(f"{_sql_string(c)}, {v}" for c, v in values.items())
+    return f"try_element_at(map({pairs}), cluster_id)"
 
 
 def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _sql_timestamp(ts: dt.datetime) -> str:
-    return f"timestamp_micros({_micros(ts)})"
 
 
 def _micros(ts: dt.datetime) -> int:
@@ -241,12 +241,10 @@ def committed_plans(store: TableStore, history: History, clusters: list[str]) ->
     last = {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
     if not last:
         return None
-    ids = ", ".join(_sql_string(c) for c in last)
-    versions = ", ".join(f"{_sql_string(c)}, {v}L" for c, (v, _) in last.items())
-    runs = ", ".join(f"{_sql_string(c)}, {_sql_string(r)}" for c, (_, r) in last.items())
+    versions = _sql_lookup({c: f"{v}L" for c, (v, _) in last.items()})
+    runs = _sql_lookup({c: _sql_string(r) for c, (_, r) in last.items()})
     return store.read("plans").where(
-        f"cluster_id IN ({ids}) AND plan_version = try_element_at(map({versions}), cluster_id)"
-        f" AND run_id = try_element_at(map({runs}), cluster_id)"
+        f"cluster_id IN ({', '.join(map(_sql_string, last))}) AND plan_version = {versions} AND run_id = {runs}"
     )
 
 
