@@ -1,7 +1,8 @@
 """The move budget: keep only the most valuable moves (``max_moves``, ``max_bytes_to_move``).
 
 A plan's data moves are grouped per partition: a partition either takes its
-planned replica set or keeps its baseline set. Both are legal on their own
+planned replica set or keeps its live one (the baseline every move is
+counted against). Both are legal on their own
 (exact RF, distinct eligible brokers, the rack rule), so any mix is legal
 once the broker caps hold. Some changes are forced and always made: the
 baseline row breaks a rule (a dead, draining or excluded broker, an RF
@@ -9,7 +10,10 @@ change, a crowded rack), a leadership rule fixed the partition, or a broker
 would stay above a cap without it. Forced moves count against the budget
 but are never deferred; the notes say when they alone exceed it.
 
-The optional changes are then taken greedily by value per budget spent,
+Optional changes that the plan in force (the previous committed plan)
+already makes go first, in partition order, so a plan being executed under
+a budget is not swapped for another one. The rest are then taken greedily
+by value per budget spent,
 value being how much the change lowers
 
     sum over brokers of count^2 / weight + lambda * load^2 / weight
@@ -90,11 +94,11 @@ def apply_move_budget(
     constraints: Constraints,
     fixed: frozenset[int] = frozenset(),
 ) -> BudgetOutcome:
-    """Revert the least valuable optional reassignments to the baseline, in place."""
+    """Revert the least valuable optional reassignments to the live layout, in place."""
     max_moves, max_bytes = constraints.max_moves, constraints.max_bytes_to_move
     if max_moves is None and max_bytes is None:
         return BudgetOutcome(0, 0, ())
-    baseline = [list(b) for b in partitions["baseline"]]
+    baseline = [list(b) for b in partitions["current"]]
     sizes = partitions["size_bytes"].to_numpy(dtype=np.int64).tolist()
     rf = partitions["rf"].tolist()
     target = [list(r) for r in assignment]
@@ -109,6 +113,10 @@ def apply_move_budget(
     usage = Usage(assignment, partitions["size_bytes"].to_numpy(dtype=np.int64), view)
     objective = _Objective(assignment, partitions, view)
 
+    pending = set(optional)
+    forced_rows = [i for i, a in enumerate(added) if a and i not in pending]
+    spent = [sum(added[i] for i in forced_rows), sum(added[i] * sizes[i] for i in forced_rows)]  # moves, bytes
+
     def take(i: int) -> None:
         objective.apply(i, assignment[i], target[i])
         for b in set(assignment[i]) - set(target[i]):
@@ -116,26 +124,35 @@ def apply_move_budget(
         for b in set(target[i]) - set(assignment[i]):
             usage.add(i, b)
         assignment[i] = list(target[i])
+        pending.discard(i)
+        spent[0] += added[i]
+        spent[1] += added[i] * sizes[i]
 
-    def fits_caps(i: int) -> bool:
-        return all(usage.room_for(i, b) for b in set(target[i]) - set(assignment[i]))
+    def affordable(i: int) -> bool:
+        within = (max_moves is None or spent[0] + added[i] <= max_moves) and (
+            max_bytes is None or spent[1] + added[i] * sizes[i] <= max_bytes
+        )
+        return within and all(usage.room_for(i, b) for b in set(target[i]) - set(assignment[i]))
 
-    pending = set(optional)
     _relieve_caps(assignment, target, pending, usage, objective, take)
-    taken = [i for i, a in enumerate(added) if a and i not in pending]
-    spent_moves = sum(added[i] for i in taken)
-    spent_bytes = sum(added[i] * sizes[i] for i in taken)
     notes = []
-    if (max_moves is not None and spent_moves > max_moves) or (max_bytes is not None and spent_bytes > max_bytes):
+    if (max_moves is not None and spent[0] > max_moves) or (max_bytes is not None and spent[1] > max_bytes):
         notes.append(
-            f"move budget: the forced moves alone ({spent_moves} moves, {spent_bytes} bytes) exceed it; "
+            f"move budget: the forced moves alone ({spent[0]} moves, {spent[1]} bytes) exceed it; "
             "they are made, nothing optional is"
         )
 
     def cost(i: int) -> float:
-        moves = added[i] / max_moves if max_moves else 0.0
-        nbytes = added[i] * sizes[i] / max_bytes if max_bytes else 0.0
-        return max(moves + nbytes, 1e-12)
+        return max(
+            (added[i] / max_moves if max_moves else 0.0) + (added[i] * sizes[i] / max_bytes if max_bytes else 0.0),
+            1e-12,
+        )
+
+    previous: list[list[int] | None] = partitions["previous"].tolist() if "previous" in partitions else []
+    for i in sorted(pending):
+        planned = previous[i] if previous else None
+        if planned is not None and set(planned) == set(target[i]) and affordable(i):
+            take(i)
 
     heap = [(-objective.gain(i, assignment[i], target[i]) / cost(i), i) for i in sorted(pending)]
     heapq.heapify(heap)
@@ -147,19 +164,12 @@ def apply_move_budget(
         if heap and -gain / cost(i) > heap[0][0]:
             heapq.heappush(heap, (-gain / cost(i), i))  # worth less than it was; look again later
             continue
-        within = (max_moves is None or spent_moves + added[i] <= max_moves) and (
-            max_bytes is None or spent_bytes + added[i] * sizes[i] <= max_bytes
-        )
-        if within and fits_caps(i):
+        if affordable(i):
             take(i)
-            pending.discard(i)
-            spent_moves += added[i]
-            spent_bytes += added[i] * sizes[i]
     deferred = sum(added[i] for i in pending)
     deferred_bytes = sum(added[i] * sizes[i] for i in pending)
-    total = spent_moves + deferred
     notes.append(
-        f"move budget: kept {spent_moves} of {total} moves ({spent_bytes} bytes); "
+        f"move budget: kept {spent[0]} of {spent[0] + deferred} moves ({spent[1]} bytes); "
         f"{deferred} moves ({deferred_bytes} bytes) deferred to a later plan"
     )
     return BudgetOutcome(deferred, deferred_bytes, tuple(notes))
@@ -180,6 +190,4 @@ def _relieve_caps(
             relieving = [i for i in sorted(pending) if b in assignment[i] and b not in target[i]]
             if not relieving:
                 break  # the full plan relieves b through forced changes only; they are all in place
-            best = max(relieving, key=lambda i: (objective.gain(i, assignment[i], target[i]), -i))
-            take(best)
-            pending.discard(best)
+            take(max(relieving, key=lambda i: (objective.gain(i, assignment[i], target[i]), -i)))

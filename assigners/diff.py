@@ -1,4 +1,4 @@
-"""From baseline to target: move rows, epochs and execution waves."""
+"""From the live layout to the target: move rows, epochs of the planned assignment, execution waves."""
 
 from __future__ import annotations
 
@@ -25,53 +25,56 @@ DIFF_COLUMNS = [
 
 def diff_assignment(
     target: Replicas,
-    baseline: Replicas,
     current: Replicas,
+    previous: Replicas,
     in_previous_plan: np.ndarray,
     previous_epoch: np.ndarray,
     size_bytes: np.ndarray,
     has_previous_plan: bool,
     wave_broker_limit: int = 10,
 ) -> pd.DataFrame:
-    """One row per partition: the final replica list, its epoch and, if it changed, the move and its wave.
+    """One row per partition: the final replica list, its epoch and, if it differs from the live layout, the move.
 
-    A partition whose replica set and leader are unchanged keeps the
-    baseline's follower order, so reordering followers is never a change.
-    ``kind`` is ``new`` for a partition the previous plan did not have; its
-    ``from_*`` columns show the live (snapshot) layout the data moves from.
+    Moves are what must be executed on the real cluster: the difference
+    between the live layout (``current``) and the target, so ``from_*`` is
+    always the live layout. Epochs count changes of the *planned*
+    assignment: +1 where the target differs from the previous plan's
+    (``previous``, rows where ``in_previous_plan``), 1 for a partition that
+    plan did not have. Reordered followers are never a change: a target with
+    the live set and leader keeps the live order, one with the previous
+    plan's set and leader keeps that order. ``kind`` is ``new`` for a
+    changed partition the previous plan did not have.
 
     Examples
     --------
-    >>> d = diff_assignment([[2, 1], [3, 1]], [[1, 2], [1, 2]], [[1, 2], [1, 2]],
-    ...     np.array([True, True]), np.array([4, 7]), np.array([10, 10]), True)
-    >>> d[["replicas", "kind", "epoch", "bytes_to_move"]].values.tolist()
-    [[[2, 1], 'leader', 5, 0], [[3, 1], 'reassign', 8, 10]]
+    >>> d = diff_assignment([[2, 1], [3, 1], [1, 4]], [[1, 2], [1, 2], [1, 2]], [[1, 2], [3, 1], [1, 4]],
+    ...     np.array([True, True, True]), np.array([4, 7, 2]), np.array([10, 10, 10]), True)
+    >>> d[["replicas", "kind", "epoch", "from_replicas", "bytes_to_move"]].values.tolist()
+    [[[2, 1], 'leader', 5, [1, 2], 0], [[3, 1], 'reassign', 7, [1, 2], 10], [[1, 4], 'reassign', 2, [1, 2], 10]]
     """
     n = len(target)
     if n == 0:
         return pd.DataFrame({c: [] for c in DIFF_COLUMNS})
-    tgt, base, cur = (as_matrix(r) for r in (target, baseline, current))
-    width = max(m.shape[1] for m in (tgt, base, cur))
-    tgt, base, cur = (pad_to(m, width) for m in (tgt, base, cur))
-    in_plan = np.asarray(in_previous_plan, dtype=bool)
-    # the data moves from the previous plan's layout, or from the live one for partitions it lacks
-    from_plan = in_plan | (not has_previous_plan)
-    source = np.where(from_plan[:, None], base, cur)
-    same_set = same_sets(tgt, source)
-    same_leader = tgt[:, 0] == source[:, 0]
-    final = np.where((same_set & same_leader)[:, None], source, tgt)
+    tgt, cur, prev = (as_matrix(r) for r in (target, current, previous))
+    width = max(m.shape[1] for m in (tgt, cur, prev))
+    tgt, cur, prev = (pad_to(m, width) for m in (tgt, cur, prev))
+    in_plan = np.asarray(in_previous_plan, dtype=bool) & has_previous_plan
+    as_live = same_sets(tgt, cur) & (tgt[:, 0] == cur[:, 0])
+    as_planned = in_plan & same_sets(tgt, prev) & (tgt[:, 0] == prev[:, 0])
+    final = np.where(as_live[:, None], cur, np.where(as_planned[:, None], prev, tgt))
 
+    same_set = same_sets(final, cur)
     kind = np.full(n, None, dtype=object)
-    kind[~same_leader] = LEADER
+    kind[~as_live] = LEADER
     kind[~same_set] = REASSIGN
     if has_previous_plan:
-        kind[~in_plan] = NEW
-    changed = kind != None  # noqa: E711 - elementwise on an object array
-    epoch = np.where(in_plan & has_previous_plan, np.asarray(previous_epoch, dtype=np.int64) + changed, 1)
-    added = (tgt != PAD) & ~row_contains(tgt, source)
-    removed = (source != PAD) & ~row_contains(source, tgt)
+        kind[~in_plan & ~as_live] = NEW
+    changed = ~as_live
+    epoch = np.where(in_plan, np.asarray(previous_epoch, dtype=np.int64) + ~as_planned, 1)
+    added = (final != PAD) & ~row_contains(final, cur)
+    removed = (cur != PAD) & ~row_contains(cur, final)
     moved_bytes = added.sum(axis=1) * np.asarray(size_bytes, dtype=np.int64)
-    touched = np.concatenate([np.where(added, tgt, PAD), np.where(removed, source, PAD)], axis=1)
+    touched = np.concatenate([np.where(added, final, PAD), np.where(removed, cur, PAD)], axis=1)
     waves = wave_numbers(touched, changed, moved_bytes, wave_broker_limit)
     return pd.DataFrame(
         {
@@ -79,10 +82,10 @@ def diff_assignment(
             "leader": final[:, 0],
             "epoch": epoch,
             "kind": kind,
-            "from_replicas": _where_changed(matrix_rows(source, changed), changed),
-            "from_leader": pd.Series(source[:, 0], dtype="Int64").where(changed, pd.NA),
-            "added_brokers": _where_changed(_cells(tgt, added, changed), changed),
-            "removed_brokers": _where_changed(_cells(source, removed, changed), changed),
+            "from_replicas": _where_changed(matrix_rows(cur, changed), changed),
+            "from_leader": pd.Series(cur[:, 0], dtype="Int64").where(changed, pd.NA),
+            "added_brokers": _where_changed(_cells(final, added, changed), changed),
+            "removed_brokers": _where_changed(_cells(cur, removed, changed), changed),
             "bytes_to_move": pd.Series(moved_bytes, dtype="Int64").where(changed, pd.NA),
             "wave": pd.Series(waves, dtype="Int64").where(changed, pd.NA),
         },

@@ -58,7 +58,7 @@ class LeaderRules:
     anti_groups: list[list[int]] = field(default_factory=list)
     hint_groups: list[list[int]] = field(default_factory=list)
     hint_names: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)  # named partitions not in this cluster
+    missing: list[str] = field(default_factory=list)  # "<config key> <ref>" of names not in this cluster
 
     @classmethod
     def resolve(cls, constraints: Constraints, partitions: pd.DataFrame) -> LeaderRules:
@@ -70,25 +70,25 @@ class LeaderRules:
             by_topic.setdefault(t, []).append(i)
         rules = cls()
 
-        def lookup(ref: str) -> list[int]:
+        def lookup(ref: str, key: str) -> list[int]:
             topic, partition = parse_ref(ref)
             if partition is None:
                 found = by_topic.get(topic, [])
             else:
                 found = [index[(topic, partition)]] if (topic, partition) in index else []
             if not found:
-                rules.missing.append(ref)
+                rules.missing.append(f"{key} {ref}")
             return found
 
         for ref, broker in sorted(constraints.preferred_leaders.items()):
-            for i in lookup(ref):
+            for i in lookup(ref, "preferred_leaders"):
                 rules.pins[i] = int(broker)
         for group in constraints.anti_affinity_groups:
-            members = sorted({i for ref in group for i in lookup(ref)})
+            members = sorted({i for ref in group for i in lookup(ref, "anti_affinity_groups")})
             if len(members) > 1:
                 rules.anti_groups.append(members)
         for group in constraints.affinity_hints:
-            for name, members in _hint_groups(group, lookup, partitions):
+            for name, members in _hint_groups(group, lambda ref: lookup(ref, "affinity_hints"), partitions):
                 if len(members) > 1:
                     rules.hint_groups.append(members)
                     rules.hint_names.append(name)

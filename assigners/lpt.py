@@ -43,7 +43,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     view = ClusterView.from_brokers(brokers, constraints)
     leader_load = partitions["leader_load"].to_numpy(dtype=float)
     follower_load = partitions["follower_load"].to_numpy(dtype=float)
-    baseline = [list(b) for b in partitions["baseline"]]
+    baseline = [list(b) for b in partitions["preferred"]]
     ratio = _load_ratio(baseline, leader_load, follower_load, brokers)
     legal = all(keep_valid(b, int(r), view) == b for b, r in zip(baseline, partitions["rf"].tolist()))
     skip_ratio = constraints.lpt_skip_ratio

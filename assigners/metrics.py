@@ -39,6 +39,7 @@ class AssignmentQuality:
     leader_spread: int
     rack_violations: int
     balance_score: float
+    counts_balanced: bool
 
 
 # (goal, hard) in priority order, highest first. A distribution goal is met when
@@ -73,8 +74,11 @@ class PlanMetrics:
     rack_violations_after: int
     balance_score_before: float
     balance_score_after: float
-    affinity_hints_unmet: int = 0  # filled by the planner's rule passes, not by plan_metrics
+    counts_balanced_after: bool = False  # the plan meets the replica distribution goal: min_moves applies to it
+    affinity_hints_unmet: int = 0  # filled by the planner from its rule passes and the diff, not by plan_metrics
     moves_deferred: int = 0
+    partitions_moved: int = 0
+    waves: int = 0
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -162,6 +166,7 @@ def quality(
         leader_spread=_spread(on_eligible["leaders"]),
         rack_violations=violations,
         balance_score=balance_score(met),
+        counts_balanced=met["replica_distribution"],
     )
 
 
@@ -266,4 +271,5 @@ def plan_metrics(
         rack_violations_after=q_after.rack_violations,
         balance_score_before=q_before.balance_score,
         balance_score_after=q_after.balance_score,
+        counts_balanced_after=q_after.counts_balanced,
     )

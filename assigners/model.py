@@ -210,22 +210,29 @@ def prepare_brokers(brokers: pd.DataFrame, constraints: Constraints) -> pd.DataF
 
 
 def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd.DataFrame:
-    """Sort partitions, resolve the target RF, the baseline and the loads.
+    """Sort partitions, resolve the target RF, the live layout, the preference and the loads.
 
-    ``baseline_replicas`` (previous plan) falls back to the current
-    ``replicas``; ``bytes_in``/``bytes_out`` default to zero. ``leader_load``
-    and ``follower_load`` weigh them with ``constraints.load_weights``.
+    ``current`` is the live layout of the snapshot (``replicas``): the
+    baseline every move, figure and lower bound is measured against.
+    ``preferred`` is where a strategy starts from and keeps what it may: the
+    previous committed plan's target (``previous_replicas``) where there is
+    one, else the live layout, so a plan being executed wave by wave is not
+    replaced by a different one. ``bytes_in``/``bytes_out`` default to zero;
+    ``leader_load`` and ``follower_load`` weigh them with
+    ``constraints.load_weights``.
     """
     pdf = partitions.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
     current_matrix = replica_matrix(pdf["replicas"].tolist())
     current = matrix_rows(current_matrix)
-    baseline = current
-    if "baseline_replicas" in pdf:
-        planned = replica_matrix(pdf["baseline_replicas"].tolist())
+    preferred = current
+    previous: list[list[int] | None] = [None] * len(pdf)
+    if "previous_replicas" in pdf:
+        planned = replica_matrix(pdf["previous_replicas"].tolist())
         has_plan = (planned != PAD).any(axis=1)
         if has_plan.any():
             planned_rows = iter(matrix_rows(planned, has_plan))
-            baseline = [next(planned_rows) if ok else c for ok, c in zip(has_plan.tolist(), current)]
+            previous = [next(planned_rows) if ok else None for ok in has_plan.tolist()]
+            preferred = [p if p is not None else c for p, c in zip(previous, current)]
     rf = row_lengths(current_matrix)
     if constraints.replication_factor or constraints.default_replication_factor is not None:
         rf = np.asarray([constraints.rf_for(t, int(c)) for t, c in zip(pdf["topic"], rf)], dtype=np.int64)
@@ -238,25 +245,28 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
             "topic": pdf["topic"].astype(str).values,
             "partition": pdf["partition"].astype("int64").values,
             "current": current,
-            "baseline": baseline,
+            "preferred": preferred,
+            "previous": previous,
             "rf": np.asarray(rf, dtype="int64"),
             "bytes_in": bytes_in,
             "bytes_out": bytes_out,
             "leader_load": leader_load,
             "follower_load": follower_load,
             "size_bytes": pdf.get("size_bytes", zeros).fillna(0).astype("int64").values,
-            "baseline_cores": _planned_cores(pdf, baseline),
+            "previous_cores": _planned_cores(pdf, previous),
         }
     )
 
 
-def _planned_cores(pdf: pd.DataFrame, baseline: list[list[int]]) -> list[list[int] | None]:
-    """The previous plan's core per baseline replica, None where it has none (or no longer fits)."""
-    if "baseline_cores" not in pdf:
+def _planned_cores(pdf: pd.DataFrame, previous: list[list[int] | None]) -> list[list[int] | None]:
+    """The previous plan's core per replica of its target, None where it has none (or no longer fits)."""
+    if "previous_cores" not in pdf:
         return [None] * len(pdf)
     return [
-        [int(c) for c in cores] if isinstance(cores, list | np.ndarray) and len(cores) == len(base) else None
-        for cores, base in zip(pdf["baseline_cores"].tolist(), baseline)
+        [int(c) for c in cores]
+        if base is not None and isinstance(cores, list | np.ndarray) and len(cores) == len(base)
+        else None
+        for cores, base in zip(pdf["previous_cores"].tolist(), previous)
     ]
 
 

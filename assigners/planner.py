@@ -26,12 +26,15 @@ from assigners.model import (
     ClusterView,
     Constraints,
     assignment_frame,
+    matrix_rows,
     prepare_brokers,
     prepare_partitions,
     replica_matrix,
 )
 from assigners.validate import (
     check_feasible,
+    config_entries_not_in_cluster,
+    plan_violations,
     same_keys,
     validate_brokers,
     validate_loads,
@@ -65,11 +68,16 @@ class PlanRequest:
     ----------
     has_previous_plan
         The cluster has a committed plan; the frames then carry its
-        ``baseline_replicas`` / ``baseline_epoch`` per partition.
+        ``previous_replicas`` / ``previous_epoch`` per partition.
     previous_partitions
         Partition count of that plan, to notice deleted partitions.
+    previous_version
+        Its version number, for the notes.
     wave_broker_limit
         Data moves one broker takes part in per execution wave.
+    allow_worse
+        Commit a plan that lowers the balance score although nothing forces
+        a change (by default such a plan is ``skipped``).
     """
 
     cluster_id: str
@@ -78,16 +86,25 @@ class PlanRequest:
     seed: int = 0
     has_previous_plan: bool = False
     previous_partitions: int = 0
+    previous_version: int = 0
     wave_broker_limit: int = 10
+    allow_worse: bool = False
 
 
 @dataclass
 class PlanResult:
+    """One cluster's outcome. ``error`` is set only when ``failed``; ``notes`` say everything else.
+
+    ``warnings`` are the notes an operator should see on the terminal too
+    (config entries that name nothing in this cluster).
+    """
+
     status: str
     planned: pd.DataFrame
     metrics: PlanMetrics | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _empty_planned() -> pd.DataFrame:
@@ -104,13 +121,16 @@ def plan_cluster(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanR
     partitions
         The snapshot's partition rows, with ``bytes_in`` / ``bytes_out`` /
         ``has_throughput`` joined from the throughput table and, when a plan
-        exists, ``baseline_replicas`` / ``baseline_epoch`` from it.
+        exists, ``previous_replicas`` / ``previous_epoch`` from it.
 
     Returns
     -------
     PlanResult
-        ``committed`` with the planned rows, ``skipped`` when nothing would
-        change, or ``failed`` with the error message (and no rows).
+        ``committed`` with the planned rows; ``skipped`` when the target is
+        the plan already in force, or when it would lower the balance score
+        with nothing forcing a change (unless ``allow_worse``); or ``failed``
+        with the error message (and no rows). Moves and every "before"
+        figure are measured against the live layout of the snapshot.
     """
     # A plan allocates millions of short-lived lists and ints that hold no cycles;
     # the cyclic collector rescanning them cost up to a third of the run.
@@ -125,12 +145,12 @@ def plan_cluster(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanR
             gc.enable()
 
 
-def _baseline_epochs(partitions: pd.DataFrame) -> pd.Series:
+def _previous_epochs(partitions: pd.DataFrame) -> pd.Series:
     """Previous plan's epoch per partition, in prepared (topic, partition) order; NaN where none."""
-    if "baseline_epoch" not in partitions:
+    if "previous_epoch" not in partitions:
         return pd.Series(np.full(len(partitions), np.nan))
     ordered = partitions.sort_values(["topic", "partition"], kind="stable")
-    return pd.to_numeric(ordered["baseline_epoch"]).reset_index(drop=True)
+    return pd.to_numeric(ordered["previous_epoch"]).reset_index(drop=True)
 
 
 def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest) -> PlanResult:
@@ -155,11 +175,12 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
 
     assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
     rules = LeaderRules.resolve(constraints, prepared)
-    if rules.missing:
-        notes.append(f"{len(rules.missing)} partitions named in leadership rules are not in this cluster")
+    warnings = config_entries_not_in_cluster(constraints, prepared, prepared_brokers, rules.missing)
+    if warnings:
+        notes.append(f"config names what this cluster lacks: {'; '.join(warnings)}")
     skip_reason = assignment.attrs.get(SKIP_REASON)
     if skip_reason and not rules.active:
-        return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason])
+        return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason], warnings=warnings)
     if not same_keys(prepared, assignment):
         validate_plan(prepared, assignment, view)  # names the partitions missing, extra or planned twice
         assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
@@ -168,14 +189,14 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
     target = replica_matrix(rows)
     validate_plan(prepared, assignment, view, rules, target)
-    baseline = replica_matrix(prepared["baseline"].tolist())
+    live = replica_matrix(prepared["current"].tolist())
 
-    epochs = _baseline_epochs(partitions)
+    epochs = _previous_epochs(partitions)
     in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(prepared), dtype=bool)
     diff = diff_assignment(
         target,
-        baseline,
-        replica_matrix(prepared["current"].tolist()),
+        live,
+        replica_matrix([p or [] for p in prepared["previous"].tolist()]),
         in_plan,
         epochs.fillna(0).to_numpy(dtype=np.int64),
         prepared["size_bytes"].to_numpy(),
@@ -184,10 +205,10 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     )
     planned = pd.concat([prepared[["topic", "partition"]], diff], axis=1)
     planned["cores"] = (
-        assign_cores(  # on the diff's lists: an unchanged partition keeps its baseline follower order
+        assign_cores(  # on the diff's lists: an unchanged partition keeps its live (or planned) follower order
             planned["replicas"].tolist(),
-            prepared["baseline"].tolist(),
-            prepared["baseline_cores"].tolist(),
+            [p or [] for p in prepared["previous"].tolist()],
+            prepared["previous_cores"].tolist(),
             view,
             constraints.core_capacity,
         )
@@ -197,14 +218,69 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     planned["load"] = partition_load(
         prepared["leader_load"].to_numpy(), prepared["follower_load"].to_numpy(), prepared["rf"].to_numpy()
     )
-    metrics = replace(plan_metrics(prepared, baseline, target, prepared_brokers, view), **extras)
-
-    unchanged = (
-        planned["kind"].isna().all() and request.has_previous_plan and request.previous_partitions == len(planned)
+    changed = planned["kind"].notna()
+    metrics = replace(
+        plan_metrics(prepared, live, target, prepared_brokers, view),
+        affinity_hints_unmet=extras["affinity_hints_unmet"],
+        moves_deferred=extras["moves_deferred"],
+        partitions_moved=int(changed.sum()),
+        waves=int(planned["wave"].max()) if changed.any() else 0,
     )
-    if unchanged:
-        notes.append("nothing to change: the plan in force already is this plan")
-    return PlanResult(SKIPPED if unchanged else COMMITTED, planned[PLANNED_COLUMNS], metrics, notes=notes)
+    status = _judge(
+        planned,
+        metrics,
+        epochs,
+        in_plan,
+        request,
+        forced=bool(plan_violations(prepared, _frame(prepared, live), view, rules)),
+        notes=notes,
+    )
+    return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
+
+
+def _frame(prepared: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
+    return assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), matrix_rows(matrix))
+
+
+def _judge(
+    planned: pd.DataFrame,
+    metrics: PlanMetrics,
+    epochs: pd.Series,
+    in_plan: np.ndarray,
+    request: PlanRequest,
+    forced: bool,
+    notes: list[str],
+) -> str:
+    """committed, or skipped when the target is the plan in force or (unforced) makes the cluster worse."""
+    pending = metrics.partitions_moved
+    same_as_previous = (
+        request.has_previous_plan
+        and bool(in_plan.all())
+        and request.previous_partitions == len(planned)
+        and bool((planned["epoch"].to_numpy() == epochs.to_numpy()).all())
+    )
+    if same_as_previous:
+        version = f"v{request.previous_version}" if request.previous_version else "the plan in force"
+        notes.append(
+            f"{version} still pending: {pending} partitions not at their planned layout"
+            if pending
+            else f"{version} is in force and the cluster is at its planned layout: nothing to change"
+        )
+        return SKIPPED
+    worse = metrics.balance_score_after < metrics.balance_score_before
+    if worse and not forced and not request.allow_worse:
+        notes.append(
+            f"the plan would lower the balance score from {metrics.balance_score_before:g} to "
+            f"{metrics.balance_score_after:g} and nothing forces a change: not committed "
+            "(--allow-worse or planner.allow_worse = true commits it)"
+        )
+        return SKIPPED
+    if worse:
+        notes.append(
+            f"the balance score drops from {metrics.balance_score_before:g} to {metrics.balance_score_after:g}"
+            + (" (forced changes)" if forced else " (allowed by allow_worse)")
+        )
+    return COMMITTED
 
 
 def _apply_rules(

@@ -1,6 +1,6 @@
 """Sticky, minimal-movement placement (StreamBus sticky, Kafka KIP-54 semantics).
 
-Start from the baseline (the plan in force, else the live layout) and change
+Start from the preferred layout (the plan in force, else the live one) and change
 only what must change or what evens out the brokers:
 
 1. keep each partition's baseline replicas that may stay (eligible brokers,
@@ -58,7 +58,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     """
     view = ClusterView.from_brokers(brokers, constraints)
     rf = partitions["rf"].to_numpy()
-    baseline = partitions["baseline"].tolist()
+    baseline = partitions["preferred"].tolist()
     pressure = replica_pressure(baseline, view)
     replicas = [keep_valid(list(base), int(r), view, pressure) for base, r in zip(baseline, rf.tolist())]
     settle(replicas, partitions, view)
@@ -82,7 +82,7 @@ def _even_out_load(
     topics = topic_codes(partitions)
     reached = polish_load(replicas, leader_load, follower_load, usage, swaps_only=True, good_enough=goal, topics=topics)
     if reached <= goal:
-        baseline = replica_matrix(partitions["baseline"].tolist())
+        baseline = replica_matrix(partitions["preferred"].tolist())
         if _back_and_forth(baseline, replica_matrix(replicas), topics) <= _back_and_forth(baseline, settled, topics):
             return
     replicas[:] = before  # no better by the score, or it added an A->B / B->A pair: it would only cost moves

@@ -22,7 +22,7 @@ from assigners.errors import (
     NoActiveBrokersError,
 )
 from assigners.leadership import LeaderRules
-from assigners.model import BROKER_STATES, PAD, ClusterView, distinct_per_row, replica_matrix
+from assigners.model import BROKER_STATES, PAD, ClusterView, Constraints, distinct_per_row, replica_matrix
 
 
 def _tp(topic: object, partition: object) -> str:
@@ -288,3 +288,18 @@ def validate_plan(
         raise ConstraintViolationError(
             f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations
         )
+
+
+def config_entries_not_in_cluster(
+    constraints: Constraints, partitions: pd.DataFrame, brokers: pd.DataFrame, missing_rule_refs: list[str]
+) -> list[str]:
+    """Config entries that name a topic, partition or broker this cluster does not have, one line each.
+
+    Usually a typo; a config shared by clusters names some things only some
+    of them have, so these are warnings, never errors.
+    """
+    topics = set(partitions["topic"])
+    known = {int(b) for b in brokers["broker_id"]}
+    out = [f"replication_factor {t}" for t in sorted(constraints.replication_factor) if t not in topics]
+    out += [f"excluded_brokers {b}" for b in sorted(constraints.excluded_brokers) if b not in known]
+    return out + missing_rule_refs

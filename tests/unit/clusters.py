@@ -113,3 +113,20 @@ def assert_valid(brokers: pd.DataFrame, parts: pd.DataFrame, planned: pd.DataFra
             assert count[b] <= caps[b], (b, count[b], caps[b])
         if disks.get(b) is not None and not pd.isna(disks[b]):
             assert disk[b] <= disks[b], (b, disk[b], disks[b])
+
+
+def executed(parts: pd.DataFrame, planned: pd.DataFrame, live: bool = True) -> pd.DataFrame:
+    """The partition frame of the next snapshot once ``planned`` is the plan in force.
+
+    ``live``: the plan was executed, so the cluster's live layout is the planned one;
+    otherwise the live layout is unchanged (the plan is still pending).
+    """
+    columns = {"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"}
+    previous = planned[["topic", "partition", *[c for c in columns if c in planned]]].rename(columns=columns)
+    if "previous_epoch" not in previous:
+        previous = previous.assign(previous_epoch=1)
+    out = parts.merge(previous, on=["topic", "partition"], how="left")
+    if live:
+        out["replicas"] = out["previous_replicas"].map(list)
+        out["leader"] = out["replicas"].map(lambda r: r[0])
+    return out

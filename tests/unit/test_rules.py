@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import CORE0_RESERVE, LoadWeights, prepare_partitions
-from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
 
 
 def plan(strategy, brokers, parts, constraints):
-    return plan_cluster(brokers, parts, PlanRequest("c1", strategy, constraints))
+    return plan_cluster(brokers, parts, PlanRequest("c1", strategy, constraints, allow_worse=True))
 
 
 def spread_cluster(n_brokers=9, n_parts=60, seed=1):
@@ -51,7 +51,8 @@ def test_pinned_leaders_lead_even_where_they_held_no_replica(strategy):
     assert_valid(brokers, parts, result.planned, constraints)
     led = leaders(result.planned)
     assert led[("t0", 0)] == outsider and led[("t1", 3)] == 2
-    assert any("not in this cluster" in n for n in result.notes)
+    assert result.warnings == ["preferred_leaders absent:0"]
+    assert any("config names what this cluster lacks: preferred_leaders absent:0" in n for n in result.notes)
 
 
 def test_a_pin_on_a_dead_broker_fails_the_cluster_naming_the_partition():
@@ -219,10 +220,7 @@ def test_replanning_keeps_every_replica_on_its_core():
     brokers, parts = spread_cluster(n_parts=120)
     constraints = Constraints(assign_cores=True)
     first = plan("sticky", brokers, parts, constraints).planned
-    previous = first[["topic", "partition", "replicas", "cores"]].rename(
-        columns={"replicas": "baseline_replicas", "cores": "baseline_cores"}
-    )
-    again_input = parts.merge(previous, on=["topic", "partition"]).assign(baseline_epoch=1)
+    again_input = executed(parts, first[["topic", "partition", "replicas", "cores"]])
     again = plan_cluster(brokers, again_input, PlanRequest("c1", "sticky", constraints, has_previous_plan=True))
     assert again.metrics.moves == 0
     assert again.planned["cores"].tolist() == first["cores"].tolist()

@@ -16,13 +16,15 @@ from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from assigners.placement import Usage
-from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
 
 
 def plan(strategy, brokers, parts, constraints=None, seed=0, previous=False):
-    request = PlanRequest("c1", strategy, constraints or Constraints(), seed, has_previous_plan=previous)
+    request = PlanRequest(
+        "c1", strategy, constraints or Constraints(), seed, has_previous_plan=previous, allow_worse=True
+    )
     return plan_cluster(brokers, parts, request)
 
 
@@ -231,9 +233,9 @@ def test_lpt_skips_a_cluster_already_within_the_ratio():
 
 
 def replan(strategy, brokers, parts, planned):
+    """Plan again once ``planned`` was executed (it is the live layout and the plan in force)."""
     request = PlanRequest("c1", strategy, has_previous_plan=True, previous_partitions=len(parts))
-    previous = planned[["topic", "partition", "replicas"]].rename(columns={"replicas": "baseline_replicas"})
-    return plan_cluster(brokers, parts.merge(previous, on=["topic", "partition"]).assign(baseline_epoch=1), request)
+    return plan_cluster(brokers, executed(parts, planned), request)
 
 
 def moved(before, after) -> list[tuple[int, set[int], set[int]]]:
@@ -380,14 +382,7 @@ def test_sticky_evens_out_load_by_same_role_swaps_keeping_counts():
     assert m.max_load_before > 1.1 * m.load_lower_bound >= m.max_load_after
     assert m.replica_spread_after == 0 and m.leader_spread_after == 0
     assert_valid(brokers, parts, result.planned, Constraints())
-    again = plan_cluster(
-        brokers,
-        parts.merge(
-            result.planned[["topic", "partition", "replicas"]].rename(columns={"replicas": "baseline_replicas"}),
-            on=["topic", "partition"],
-        ).assign(baseline_epoch=1),
-        PlanRequest("c1", "sticky", has_previous_plan=True),
-    )
+    again = plan_cluster(brokers, executed(parts, result.planned), PlanRequest("c1", "sticky", has_previous_plan=True))
     assert again.metrics.moves == 0  # the balanced result is stable
 
 
@@ -415,7 +410,7 @@ def test_load_swaps_never_exchange_two_replicas_of_one_topic():
     view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
 
     def polished(topics):
-        replicas = [list(r) for r in prepared["baseline"]]
+        replicas = [list(r) for r in prepared["preferred"]]
         usage = Usage(replicas, prepared["size_bytes"].to_numpy(), view)
         lead, follow = prepared["leader_load"].to_numpy(), prepared["follower_load"].to_numpy()
         return polish_load(replicas, lead, follow, usage, swaps_only=True, topics=topics)

@@ -11,7 +11,7 @@ from assigners.diff import LEADER, NEW, REASSIGN, assign_waves, diff_assignment
 from assigners.metrics import minimum_moves, plan_metrics
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from assigners.validate import plan_violations
-from tests.unit.clusters import brokers_frame, partitions_frame
+from tests.unit.clusters import brokers_frame, executed, partitions_frame
 
 
 def failed_message(brokers: pd.DataFrame, parts: pd.DataFrame) -> str:
@@ -63,21 +63,28 @@ def test_empty_partition_list_is_a_no_op_not_an_error():
     assert result.status == SKIPPED and result.planned.empty
 
 
-def test_diff_kinds_epochs_and_kept_follower_order():
+def test_diff_moves_start_from_the_live_layout_and_epochs_count_plan_changes():
+    # Given the live layout [1, 2, 3] everywhere and a previous plan that moved rows 4 and 5 (not executed)
+    live = [[1, 2, 3]] * 7
+    previous = [[1, 2, 3], [1, 2, 3], [1, 2, 3], [], [5, 2, 3], [1, 2, 4], []]
+    # When the new target reorders followers, changes a leader, moves a replica, keeps the pending plan
     diff = diff_assignment(
-        target=[[1, 3, 2], [2, 1, 3], [4, 2, 3], [1, 2, 3]],
-        baseline=[[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]],
-        current=[[1, 2, 3]] * 4,
-        in_previous_plan=np.array([True, True, True, False]),
-        previous_epoch=np.array([3, 3, 3, 0]),
-        size_bytes=np.array([100, 100, 100, 100]),
+        target=[[1, 3, 2], [2, 1, 3], [4, 2, 3], [1, 2, 3], [5, 2, 3], [1, 2, 4], [3, 1, 2]],
+        current=live,
+        previous=previous,
+        in_previous_plan=np.array([True, True, True, False, True, True, False]),
+        previous_epoch=np.array([3, 3, 3, 0, 5, 2, 0]),
+        size_bytes=np.full(7, 100),
         has_previous_plan=True,
     )
-    assert diff["kind"].tolist() == [None, LEADER, REASSIGN, NEW]
+    # Then every move starts from the live layout, whatever the previous plan said
+    assert diff["kind"].tolist() == [None, LEADER, REASSIGN, None, REASSIGN, REASSIGN, NEW]
+    assert all(f == [1, 2, 3] for f in diff["from_replicas"].dropna())
     assert diff["replicas"].tolist()[0] == [1, 2, 3]  # follower reorder alone is no change
-    assert diff["epoch"].tolist() == [3, 4, 4, 1]
-    assert diff["added_brokers"].tolist()[2] == [4] and diff["removed_brokers"].tolist()[2] == [1]
-    assert diff["bytes_to_move"].tolist()[2] == 100
+    assert diff["added_brokers"].tolist()[4] == [5] and diff["removed_brokers"].tolist()[4] == [1]
+    assert diff["bytes_to_move"].tolist()[2] == 100 and diff["bytes_to_move"].tolist()[1] == 0
+    # And epochs move only where the planned assignment changed (rows 4 and 5 keep the pending target)
+    assert diff["epoch"].tolist() == [3, 4, 4, 1, 5, 2, 1]
 
 
 def test_diff_of_a_plan_against_itself_is_empty():
@@ -121,8 +128,9 @@ def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
     brokers = brokers_frame(list(range(1, 7)))
     parts = partitions_frame([[1, 2, 3]] * 12)
     first = plan_cluster(brokers, parts, PlanRequest("c"))
-    baseline = parts.assign(baseline_replicas=first.planned["replicas"].tolist(), baseline_epoch=1)
-    again = plan_cluster(brokers, baseline, PlanRequest("c", has_previous_plan=True, previous_partitions=12))
+    again = plan_cluster(
+        brokers, executed(parts, first.planned), PlanRequest("c", has_previous_plan=True, previous_partitions=12)
+    )
     assert first.status == COMMITTED and again.status == SKIPPED
     assert again.metrics is not None and again.metrics.moves == 0
 
