@@ -48,6 +48,7 @@ class Config:
     wave_broker_limit: int = 10
     constraints: Constraints = field(default_factory=Constraints)
     cluster_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    allow_worse: bool = False
 
     def for_cluster(self, cluster_id: str, strategy_override: str | None = None) -> ClusterSettings:
         """Effective strategy and constraints of one cluster (cluster section over global)."""
@@ -67,27 +68,35 @@ class Config:
         constraints = _constraints(merged, f"clusters.{cluster_id}.constraints", self.source)
         return ClusterSettings(strategy, replace(constraints, **options))
 
-    def planning_dict(self, clusters: list[str], strategy_override: str | None = None) -> dict[str, Any]:
-        """What the plans depend on (not where tables live): the input of the config hash."""
+    def planning_dict(self, cluster_id: str, strategy_override: str | None = None) -> dict[str, Any]:
+        """What one cluster's plan depends on (not where tables live): the input of its config hash."""
+        settings = self.for_cluster(cluster_id, strategy_override)
         return {
             "seed": self.seed,
             "wave_broker_limit": self.wave_broker_limit,
-            "clusters": {
-                c: {"strategy": s.strategy, "constraints": s.constraints.to_dict()}
-                for c in sorted(clusters)
-                for s in [self.for_cluster(c, strategy_override)]
-            },
+            "allow_worse": self.allow_worse,
+            "strategy": settings.strategy,
+            "constraints": settings.constraints.to_dict(),
         }
 
+    def cluster_hash(self, cluster_id: str, strategy_override: str | None = None) -> str:
+        """Hash of one cluster's effective config (``plan_runs.config_hash``)."""
+        return _hash(self.planning_dict(cluster_id, strategy_override))
+
     def config_hash(self, clusters: list[str], strategy_override: str | None = None) -> str:
-        blob = json.dumps(self.planning_dict(clusters, strategy_override), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Hash of the effective config of every cluster of a run."""
+        return _hash({c: self.planning_dict(c, strategy_override) for c in sorted(clusters)})
+
+
+def _hash(value: Any) -> str:
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 _SECTIONS = {
     "job": {"warehouse", "store"},
     "tables": set(TABLE_NAMES),
-    "planner": {"strategy", "seed", "wave_broker_limit", *STRATEGY_OPTIONS},
+    "planner": {"strategy", "seed", "wave_broker_limit", "allow_worse", *STRATEGY_OPTIONS},
     "constraints": {
         "excluded_brokers",
         "rack_aware",
@@ -158,6 +167,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         limit,
         constraints,
         overrides,
+        _typed(planner, "allow_worse", bool, False, "planner.", source),
     )
 
 

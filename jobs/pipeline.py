@@ -35,7 +35,11 @@ APP_ID_PREFIX = "partition-planner"
 
 
 class UsageError(ValueError):
-    """Bad arguments (unknown cluster, malformed --as-of): exit code 2."""
+    """Bad arguments (unknown cluster, malformed --as-of, a reused run id): exit code 2."""
+
+
+class NoSnapshotError(LookupError):
+    """Nothing to plan: no snapshot at or before ``--as-of`` (exit code 1, the input is not there yet)."""
 
 
 @dataclass
@@ -48,27 +52,52 @@ class ClusterOutcome:
     error: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    already_done: bool = False
+    warnings: list[str] = field(default_factory=list)
+    config_hash: str | None = None
+    done_by: str | None = None  # the run id that already wrote this outcome: nothing new is written
 
-    def summary_line(self) -> str:
-        m = self.metrics
-        head = f"{self.cluster_id:<14} {self.status:<9} v{self.plan_version or '-':<3} {self.strategy:<12}"
-        if self.already_done:
-            return f"{head} already {self.status} by this run id: nothing written"
+    def summary_line(self, dry_run: bool = False) -> str:
+        """One line per cluster: what happened, from which snapshot, what it costs, before -> after."""
+        status = "dry-run" if dry_run and self.status == COMMITTED and not self.done_by else self.status
+        version = "v-" if self.plan_version is None else f"v{self.plan_version}"
+        when = _utc(self.snapshot_ts) if self.snapshot_ts else "-"
+        head = f"{self.cluster_id:<14} {status:<9} {version:<4} {when}  {self.strategy:<15}"
+        if self.done_by:
+            return f"{head} already {self.status} by run {self.done_by}: nothing written"
         if self.status == FAILED:
             return f"{head} {self.error}"
-        if not m:
+        if self.status == SKIPPED or not self.metrics:
             return f"{head} {'; '.join(self.notes)}"
-        return (
-            f"{head} partitions={m['partitions']} moves={m['moves']} (min {m['min_moves']}) "
-            f"leader_moves={m['leader_moves']} bytes={_gib(m['bytes_to_move'])} "
-            f"max_load/bound {m['max_load_before'] / (m['load_lower_bound'] or 1):.2f}->"
-            f"{m['max_load_after'] / (m['load_lower_bound'] or 1):.2f} "
-            f"replica_spread {m['replica_spread_before']}->{m['replica_spread_after']} "
-            f"leader_spread {m['leader_spread_before']}->{m['leader_spread_after']} "
-            f"rack_violations {m['rack_violations_before']}->{m['rack_violations_after']} "
-            f"balance_score {m['balance_score_before']:.0f}->{m['balance_score_after']:.0f}"
-        )
+        return f"{head} {_costs(self.metrics)} | {_figures(self.metrics)}"
+
+
+def _costs(m: dict[str, Any]) -> str:
+    """Replica moves, partitions changed, data, waves; the move lower bound where it applies; the budget."""
+    text = (
+        f"moves {m['moves']:,} replicas in {m['partitions_moved']:,} partitions "
+        f"({m['leader_moves']:,} leader changes), {_gib(m['bytes_to_move'])}, {m['waves']} waves"
+    )
+    if m.get("counts_balanced_after"):  # min_moves bounds count-balanced plans only
+        text += f", min {m['min_moves']:,} for a count-balanced plan"
+    if m.get("moves_deferred"):
+        text += f", {m['moves_deferred']:,} moves deferred by the budget"
+    return text
+
+
+def _figures(m: dict[str, Any]) -> str:
+    bound = m["load_lower_bound"] or 1
+    pairs = [
+        ("max_load/bound", f"{m['max_load_before'] / bound:.2f}", f"{m['max_load_after'] / bound:.2f}"),
+        ("replica_spread", m["replica_spread_before"], m["replica_spread_after"]),
+        ("leader_spread", m["leader_spread_before"], m["leader_spread_after"]),
+        ("rack_violations", m["rack_violations_before"], m["rack_violations_after"]),
+        ("balance_score", f"{m['balance_score_before']:.0f}", f"{m['balance_score_after']:.0f}"),
+    ]
+    return " ".join(f"{name} {before}->{after}" for name, before, after in pairs)
+
+
+def _utc(ts: dt.datetime) -> str:
+    return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
 @dataclass
@@ -77,6 +106,7 @@ class RunReport:
     config_hash: str
     outcomes: list[ClusterOutcome]
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)  # run-wide (config sections naming unknown clusters)
 
     @property
     def exit_code(self) -> int:
@@ -84,7 +114,7 @@ class RunReport:
 
 
 def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f}GiB"
+    return f"{n / 2**30:,.2f} GiB"
 
 
 @contextmanager
@@ -101,57 +131,155 @@ def stage(spark: SparkSession, name: str, **fields: Any) -> Iterator[dict[str, A
 # -- snapshots and run identity ------------------------------------------------
 
 
+def snapshot_catalog(store: TableStore, as_of: dt.datetime | None) -> dict[str, tuple[dt.datetime, dt.datetime | None]]:
+    """Per cluster of the partitions table: (earliest snapshot, newest at or before ``as_of`` or None)."""
+    ts = F.col("snapshot_ts")
+    chosen = ts if as_of is None else F.when(ts <= F.lit(as_of), ts)
+    # as microseconds: collect() would hand back naive datetimes in the machine's local zone
+    rows = (
+        store.read("partitions")
+        .groupBy("cluster_id")
+        .agg(F.unix_micros(F.min(ts)).alias("first"), F.unix_micros(F.max(chosen)).alias("chosen"))
+        .collect()
+    )
+    return {r["cluster_id"]: (_from_micros(r["first"]), _from_micros(r["chosen"])) for r in rows}
+
+
+def _from_micros(micros: int | None) -> Any:
+    return None if micros is None else _EPOCH + dt.timedelta(microseconds=micros)
+
+
+def choose_snapshots(
+    catalog: dict[str, tuple[dt.datetime, dt.datetime | None]], as_of: dt.datetime | None, clusters: list[str] | None
+) -> dict[str, dt.datetime]:
+    """The snapshot each selected cluster is planned from; a named cluster without one is an error.
+
+    Unknown clusters are a usage error (exit 2); a run that finds no snapshot
+    at or before ``as_of`` names the earliest there is (exit 1). Without
+    ``--cluster``, clusters whose first snapshot came after ``as_of`` did not
+    exist yet and are left out.
+    """
+    unknown = sorted(set(clusters or []) - set(catalog))
+    if unknown:
+        known = ", ".join(sorted(catalog)) or "none"
+        raise UsageError(f"no snapshot in table partitions for cluster(s) {', '.join(unknown)} (known: {known})")
+    selected = sorted(clusters or catalog)
+    late = [c for c in selected if catalog[c][1] is None]
+    found = {c: catalog[c][1] for c in selected if catalog[c][1] is not None}
+    if not found or (clusters and late):
+        if not catalog:
+            raise NoSnapshotError("table partitions holds no snapshot: nothing to plan")
+        first = min((catalog[c][0], c) for c in (late or selected))
+        bound = f"at or before {as_of.isoformat()} " if as_of else ""
+        raise NoSnapshotError(
+            f"no snapshot {bound}in table partitions for cluster(s) {', '.join(late or selected)}: "
+            f"the earliest is {first[0].isoformat()} (cluster {first[1]})"
+        )
+    return found  # type: ignore[return-value]
+
+
 def select_snapshots(
     store: TableStore, as_of: dt.datetime | None, clusters: list[str] | None
 ) -> dict[str, dt.datetime]:
-    """Newest snapshot at or before ``as_of`` of each cluster (from the partitions table)."""
-    parts = store.read("partitions")
-    if as_of is not None:
-        parts = parts.where(F.col("snapshot_ts") <= F.lit(as_of))
-    if clusters:
-        parts = parts.where(F.col("cluster_id").isin(clusters))
-    # as microseconds: collect() would hand back naive datetimes in the machine's local zone
-    rows = parts.groupBy("cluster_id").agg(F.unix_micros(F.max("snapshot_ts")).alias("micros")).collect()
-    found = {r["cluster_id"]: _EPOCH + dt.timedelta(microseconds=r["micros"]) for r in rows}
-    missing = sorted(set(clusters or []) - set(found))
-    if missing:
-        bound = f" at or before {as_of.isoformat()}" if as_of else ""
-        raise UsageError(f"no snapshot{bound} in table partitions for cluster(s) {', '.join(missing)}")
-    return dict(sorted(found.items()))
+    """Newest snapshot at or before ``as_of`` of each selected cluster (from the partitions table)."""
+    return choose_snapshots(snapshot_catalog(store, as_of), as_of, clusters)
 
 
-def derive_run_id(config_hash: str, snapshots: dict[str, dt.datetime]) -> str:
-    """Same snapshots and config, same run id: a plain rerun is recognised as done."""
-    blob = config_hash + "|" + "|".join(f"{c}@{ts.isoformat()}" for c, ts in sorted(snapshots.items()))
+def derive_run_id(cluster_hashes: dict[str, str], snapshots: dict[str, dt.datetime]) -> str:
+    """Same clusters, snapshots and effective config (strategy included): same run id, so a rerun is a no-op.
+
+    Anything that can change a plan changes the id.
+    """
+    blob = "|".join(f"{c}={cluster_hashes[c]}@{_micros(ts)}" for c, ts in sorted(snapshots.items()))
     return "run-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
+class RecordedRun:
+    """What plan_runs holds of one (run id, cluster): the identity a reused run id must match."""
+
+    status: str
+    plan_version: int | None
+    strategy: str
+    config_hash: str | None
+    snapshot_ts: dt.datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True)
 class History:
-    """What plan_runs says about the clusters of this run."""
+    """What plan_runs says about the clusters of this run, and about this run id."""
 
     last_committed: dict[str, tuple[int, str, int]]  # cluster -> (version, run_id, partitions)
-    done: dict[str, str]  # cluster -> status, for this run id (committed / skipped)
-    failed_errors: dict[str, set[str]]  # cluster -> errors already recorded for this run id
+    this_run: dict[str, list[RecordedRun]]  # cluster -> rows already written under this run id
+
+    def done(self, cluster_id: str) -> RecordedRun | None:
+        """The committed or skipped row this run id already wrote for the cluster."""
+        return next((r for r in self.this_run.get(cluster_id, []) if r.status in (COMMITTED, SKIPPED)), None)
+
+    def recorded_failure(self, cluster_id: str, error: str | None) -> bool:
+        return any(r.status == FAILED and r.error == error for r in self.this_run.get(cluster_id, []))
 
 
 def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History:
     runs = (
         store.read_or_empty("plan_runs")
-        .where(F.col("cluster_id").isin(clusters))
-        .select("run_id", "cluster_id", "plan_version", "status", "error", "partitions")
+        .where(F.col("cluster_id").isin(clusters) | (F.col("run_id") == run_id))
+        .select(
+            "run_id",
+            "cluster_id",
+            "plan_version",
+            "status",
+            "error",
+            "partitions",
+            "strategy",
+            "config_hash",
+            F.unix_micros("snapshot_ts").alias("snapshot_micros"),
+        )
         .toPandas()
     )
-    committed = runs[runs["status"] == COMMITTED].sort_values("plan_version")
+    committed = runs[(runs["status"] == COMMITTED) & runs["cluster_id"].isin(clusters)].sort_values("plan_version")
     last = {
         r.cluster_id: (int(r.plan_version), r.run_id, int(r.partitions or 0)) for r in committed.itertuples(index=False)
     }
-    mine = runs[runs["run_id"] == run_id]
-    done = {r.cluster_id: r.status for r in mine.itertuples(index=False) if r.status in (COMMITTED, SKIPPED)}
-    failed: dict[str, set[str]] = {}
-    for r in mine[mine["status"] == FAILED].itertuples(index=False):
-        failed.setdefault(r.cluster_id, set()).add(r.error)
-    return History(last, done, failed)
+    this_run: dict[str, list[RecordedRun]] = {}
+    for r in runs[runs["run_id"] == run_id].itertuples(index=False):
+        version = None if pd.isna(r.plan_version) else int(r.plan_version)
+        micros = None if pd.isna(r.snapshot_micros) else int(r.snapshot_micros)
+        row = RecordedRun(r.status, version, r.strategy, r.config_hash, _from_micros(micros), r.error)
+        this_run.setdefault(r.cluster_id, []).append(row)
+    return History(last, this_run)
+
+
+def check_run_id_reuse(
+    run_id: str, history: History, snapshots: dict[str, dt.datetime], settings: dict[str, tuple[str, str]]
+) -> None:
+    """A run id names one (clusters, snapshots, strategies, config): reusing it for anything else is exit 2.
+
+    ``settings``: cluster -> (strategy, config hash) of this run.
+    """
+    if not history.this_run:
+        return
+    differences = []
+    before, now = sorted(history.this_run), sorted(snapshots)
+    if before != now:
+        differences.append(f"clusters {before} then, {now} now")
+    for c in sorted(set(before) & set(now)):
+        recorded = history.this_run[c][0]
+        strategy, config_hash = settings[c]
+        if recorded.strategy != strategy:
+            differences.append(f"cluster {c}: strategy {recorded.strategy} then, {strategy} now")
+        elif recorded.config_hash != config_hash:
+            differences.append(f"cluster {c}: config {recorded.config_hash} then, {config_hash} now")
+        if recorded.snapshot_ts is not None and recorded.snapshot_ts != snapshots[c]:
+            differences.append(
+                f"cluster {c}: snapshot {recorded.snapshot_ts.isoformat()} then, {snapshots[c].isoformat()} now"
+            )
+    if differences:
+        raise UsageError(
+            f"run id {run_id!r} was used for a different run ({'; '.join(differences)}); "
+            "give this run its own --run-id, or drop --run-id to derive one"
+        )
 
 
 # -- inputs ---------------------------------------------------------------------
@@ -160,7 +288,7 @@ def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History
 def build_inputs(
     spark: SparkSession, store: TableStore, snapshots: dict[str, dt.datetime], history: History
 ) -> tuple[DataFrame, DataFrame]:
-    """(stacked partition, throughput and baseline rows as ``schemas.PLAN_INPUT``, brokers) of the snapshots."""
+    """(stacked partition, throughput and previous-plan rows as ``schemas.PLAN_INPUT``, brokers) of the snapshots."""
     brokers_df = store.read("brokers").where(at_snapshots(snapshots))
     return stacked_inputs(store, snapshots, committed_plans(store, history, list(snapshots))), brokers_df
 
@@ -202,7 +330,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def stacked_inputs(
     store: TableStore, snapshots: dict[str, dt.datetime], plans_df: DataFrame | None = None
 ) -> DataFrame:
-    """The snapshot's partitions, the rates measured at or before it and the baseline plan, in one frame."""
+    """The snapshot's partitions, the rates measured at or before it and the previous plan, in one frame."""
     partitions = store.read("partitions").where(at_snapshots(snapshots))
     rates = store.read("throughput").where(at_snapshots(snapshots, "<="))
     stacked = _as_plan_input(
@@ -214,7 +342,7 @@ def stacked_inputs(
     )
     if plans_df is not None:
         stacked = stacked.unionByName(
-            _as_plan_input(plans_df, "baseline", replicas="replicas", epoch="epoch", cores="coalesce(cores, array())")
+            _as_plan_input(plans_df, "previous", replicas="replicas", epoch="epoch", cores="coalesce(cores, array())")
         )
     return stacked
 
@@ -237,7 +365,7 @@ def _as_plan_input(df: DataFrame, source: str, **columns: str) -> DataFrame:
 
 
 def committed_plans(store: TableStore, history: History, clusters: list[str]) -> DataFrame | None:
-    """Rows of the last committed plan version (the baseline) of each of ``clusters``; None if none has one."""
+    """Rows of the last committed plan version (the plan in force) of each of ``clusters``; None if none has one."""
     last = {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
     if not last:
         return None
@@ -257,7 +385,7 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
     The snapshot's partition rows (duplicates kept, for validation to name),
     each with its newest rates measured at or before the snapshot
     (``has_throughput`` False and null rates when there are none) and the
-    baseline plan's ``baseline_replicas`` / ``baseline_epoch`` / ``baseline_cores`` (null when the
+    previous plan's ``previous_replicas`` / ``previous_epoch`` / ``previous_cores`` (null when the
     plan lacks it).
     """
     source = inputs["source"]
@@ -269,13 +397,13 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
         .drop_duplicates(_KEYS, keep="last")
         .drop(columns="measured_ts")
     )
-    baseline = inputs.loc[source == "baseline", [*_KEYS, "replicas", "epoch", "cores"]].rename(
-        columns={"replicas": "baseline_replicas", "epoch": "baseline_epoch", "cores": "baseline_cores"}
+    previous = inputs.loc[source == "previous", [*_KEYS, "replicas", "epoch", "cores"]].rename(
+        columns={"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"}
     )
-    out = partitions.merge(rates, on=_KEYS, how="left").merge(baseline, on=_KEYS, how="left")
+    out = partitions.merge(rates, on=_KEYS, how="left").merge(previous, on=_KEYS, how="left")
     out["has_throughput"] = out["bytes_in"].notna()
-    planned = out["baseline_replicas"].astype(object)
-    out["baseline_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
+    planned = out["previous_replicas"].astype(object)
+    out["previous_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
     return out.reset_index(drop=True)
 
 
@@ -298,7 +426,9 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             seed=spec["seed"],
             has_previous_plan=spec["has_previous_plan"],
             previous_partitions=spec["previous_partitions"],
+            previous_version=spec["plan_version"] - 1,
             wave_broker_limit=spec["wave_broker_limit"],
+            allow_worse=spec["allow_worse"],
         )
         try:
             result = plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
@@ -306,6 +436,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
                 "status": result.status,
                 "error": result.error,
                 "notes": result.notes,
+                "warnings": result.warnings,
                 "metrics": result.metrics.to_dict() if result.metrics else {},
             }
             planned = result.planned if result.status == COMMITTED else result.planned.iloc[0:0]
@@ -314,6 +445,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
                 "status": FAILED,
                 "error": f"cluster {cluster_id}: internal error: {exc!r}",
                 "notes": [],
+                "warnings": [],
                 "metrics": {},
             }
             planned = pd.DataFrame(columns=columns)
@@ -367,8 +499,10 @@ def plan_requests(
         out[cluster_id] = {
             "strategy": settings.strategy,
             "constraints": settings.constraints.to_dict(),
+            "config_hash": config.cluster_hash(cluster_id, strategy),
             "seed": config.seed,
             "wave_broker_limit": config.wave_broker_limit,
+            "allow_worse": config.allow_worse,
             "has_previous_plan": last_version > 0,
             "previous_partitions": last_partitions,
             "plan_version": last_version + 1,
@@ -403,9 +537,7 @@ def write_plan_tables(
     threads): no reader counts either before the plan_runs row exists, so
     their mutual order does not matter, and the wall time is one write, not two.
     """
-    versions = {
-        o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.already_done
-    }
+    versions = {o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.done_by}
     jobs = []
     for name, select in (("plans", plans_columns), ("moves", moves_columns)):
         recorded = store.txn_versions(name, [txn_id(run_id, c) for c in versions])
@@ -442,12 +574,38 @@ def moves_columns(planned_df: DataFrame) -> DataFrame:
     )
 
 
+# plan_runs columns copied from the planner's metrics (the rest are the run's own)
+METRIC_COLUMNS = (
+    "partitions",
+    "replicas",
+    "moves",
+    "leader_moves",
+    "bytes_to_move",
+    "max_load_before",
+    "max_load_after",
+    "load_lower_bound",
+    "replica_spread_before",
+    "replica_spread_after",
+    "rack_violations_before",
+    "rack_violations_after",
+    "min_moves",
+    "leader_spread_before",
+    "leader_spread_after",
+    "balance_score_before",
+    "balance_score_after",
+    "affinity_hints_unmet",
+    "moves_deferred",
+    "partitions_moved",
+    "waves",
+)
+
+
 def plan_runs_rows(
-    outcomes: list[ClusterOutcome], run_id: str, config_hash: str, started_at: dt.datetime, finished_at: dt.datetime
+    outcomes: list[ClusterOutcome], run_id: str, started_at: dt.datetime, finished_at: dt.datetime
 ) -> pd.DataFrame:
+    """One plan_runs row per outcome; ``error`` only on failed rows, everything else in ``notes``."""
     rows = []
     for o in outcomes:
-        m = o.metrics
         rows.append(
             {
                 "run_id": run_id,
@@ -456,35 +614,12 @@ def plan_runs_rows(
                 "snapshot_ts": o.snapshot_ts,
                 "strategy": o.strategy,
                 "status": o.status,
-                "error": o.error if o.status == FAILED else ("; ".join(o.notes) or None),
-                "config_hash": config_hash,
+                "error": o.error if o.status == FAILED else None,
+                "config_hash": o.config_hash,
                 "started_at": started_at,
                 "finished_at": finished_at,
                 "notes": "; ".join(o.notes) or None,
-                **{
-                    k: m.get(k)
-                    for k in (
-                        "partitions",
-                        "replicas",
-                        "moves",
-                        "leader_moves",
-                        "bytes_to_move",
-                        "max_load_before",
-                        "max_load_after",
-                        "load_lower_bound",
-                        "replica_spread_before",
-                        "replica_spread_after",
-                        "rack_violations_before",
-                        "rack_violations_after",
-                        "min_moves",
-                        "leader_spread_before",
-                        "leader_spread_after",
-                        "balance_score_before",
-                        "balance_score_after",
-                        "affinity_hints_unmet",
-                        "moves_deferred",
-                    )
-                },
+                **{k: o.metrics.get(k) for k in METRIC_COLUMNS},
             }
         )
     return pd.DataFrame(rows, columns=PLAN_RUNS.column_names)
@@ -496,7 +631,6 @@ def write_plan_runs(
     outcomes: list[ClusterOutcome],
     history: History,
     run_id: str,
-    config_hash: str,
     started_at: dt.datetime,
     metadata: dict[str, Any],
 ) -> None:
@@ -504,11 +638,11 @@ def write_plan_runs(
     fresh = [
         o
         for o in outcomes
-        if not o.already_done and not (o.status == FAILED and o.error in history.failed_errors.get(o.cluster_id, set()))
+        if not o.done_by and not (o.status == FAILED and history.recorded_failure(o.cluster_id, o.error))
     ]
     if not fresh:
         return
-    pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, config_hash, started_at, dt.datetime.now(dt.UTC)), PLAN_RUNS)
+    pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, started_at, dt.datetime.now(dt.UTC)), PLAN_RUNS)
     with stage(spark, "write_plan_runs", rows=len(pdf)) as info:
         info["version"] = store.append(
             "plan_runs", spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()), metadata=metadata
@@ -531,30 +665,33 @@ def run_plan(
 ) -> RunReport:
     """Plan every selected cluster and commit the results (unless ``dry_run``)."""
     started_at = dt.datetime.now(dt.UTC)
+    if run_id is not None and not run_id.strip():
+        raise UsageError("--run-id is empty: give a non-empty id, or drop the flag to derive one")
     with stage(spark, "select_snapshots") as info:
-        snapshots = select_snapshots(store, as_of, clusters)
+        catalog = snapshot_catalog(store, as_of)
+        snapshots = choose_snapshots(catalog, as_of, clusters)
         info["clusters"] = len(snapshots)
+    warnings = [
+        f"config [clusters.{c!r}] names a cluster with no snapshot in table partitions"
+        for c in sorted(set(config.cluster_overrides) - set(catalog))
+    ]
     config_hash = config.config_hash(list(snapshots), strategy)
-    run_id = run_id or derive_run_id(config_hash, snapshots)
+    run_id = run_id or derive_run_id({c: config.cluster_hash(c, strategy) for c in snapshots}, snapshots)
     history = read_history(store, run_id, list(snapshots))
+    requests = plan_requests(config, snapshots, history, strategy)
+    check_run_id_reuse(run_id, history, snapshots, {c: (r["strategy"], r["config_hash"]) for c, r in requests.items()})
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 
-    requests = plan_requests(config, snapshots, history, strategy)
-    done = [
-        ClusterOutcome(
-            c, s, history.last_committed.get(c, (None,))[0], snapshots[c], requests[c]["strategy"], already_done=True
-        )
-        for c, s in history.done.items()
-    ]
-    todo = {c: ts for c, ts in snapshots.items() if c not in history.done}
+    done = [_already_done(c, run_id, row) for c in snapshots if (row := history.done(c)) is not None]
+    todo = {c: ts for c, ts in snapshots.items() if history.done(c) is None}
     if not todo:
-        return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run)
+        return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run, warnings)
 
     inputs_df, brokers_df = build_inputs(spark, store, todo, history)
     planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
         outcomes = [
-            _outcome(row, snapshots)
+            _outcome(row, snapshots, requests)
             for row in planned_df.where(F.col("topic").isNull())
             .select("cluster_id", "plan_version", "strategy", "summary_json")
             .collect()
@@ -567,6 +704,7 @@ def run_plan(
                 ts,
                 requests[c]["strategy"],
                 error=f"cluster {c}: no rows in table partitions for snapshot {ts.isoformat()}",
+                config_hash=requests[c]["config_hash"],
             )
             for c, ts in todo.items()
             if c not in {o.cluster_id for o in outcomes}
@@ -577,12 +715,25 @@ def run_plan(
     if not dry_run:
         metadata = {"run_id": run_id, "config_hash": config_hash, "tool": APP_ID_PREFIX}
         write_plan_tables(store, planned_df, outcomes, run_id, metadata)
-        write_plan_runs(spark, store, outcomes, history, run_id, config_hash, started_at, metadata)
+        write_plan_runs(spark, store, outcomes, history, run_id, started_at, metadata)
     planned_df.unpersist()
-    return RunReport(run_id, config_hash, sorted(done + outcomes, key=lambda o: o.cluster_id), dry_run)
+    return RunReport(run_id, config_hash, sorted(done + outcomes, key=lambda o: o.cluster_id), dry_run, warnings)
 
 
-def _outcome(row: Any, snapshots: dict[str, dt.datetime]) -> ClusterOutcome:
+def _already_done(cluster_id: str, run_id: str, row: RecordedRun) -> ClusterOutcome:
+    """The outcome this run id already recorded, as it was recorded (version, strategy, snapshot)."""
+    return ClusterOutcome(
+        cluster_id,
+        row.status,
+        row.plan_version,
+        row.snapshot_ts,
+        row.strategy,
+        config_hash=row.config_hash,
+        done_by=run_id,
+    )
+
+
+def _outcome(row: Any, snapshots: dict[str, dt.datetime], requests: dict[str, dict[str, Any]]) -> ClusterOutcome:
     summary = json.loads(row["summary_json"])
     status = summary["status"]
     version = int(row["plan_version"])
@@ -595,4 +746,6 @@ def _outcome(row: Any, snapshots: dict[str, dt.datetime]) -> ClusterOutcome:
         error=summary["error"],
         metrics=summary["metrics"],
         notes=summary["notes"],
+        warnings=summary["warnings"],
+        config_hash=requests[row["cluster_id"]]["config_hash"],
     )

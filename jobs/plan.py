@@ -32,8 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="TS",
         help="plan from the newest snapshot at or before TS (ISO date or time, UTC)",
     )
-    parser.add_argument("--run-id", help="idempotency key; default: derived from the snapshots and config hash")
+    parser.add_argument(
+        "--run-id",
+        help="idempotency key naming one (clusters, snapshots, strategies, config); reusing it for a different "
+        "run is an error. Default: derived from all of those",
+    )
     parser.add_argument("--dry-run", action="store_true", help="plan, validate and print; write nothing")
+    parser.add_argument(
+        "--allow-worse",
+        action="store_true",
+        help="commit a plan that lowers the balance score although nothing forces a change (default: skip it)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
 
@@ -65,13 +74,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from jobs.config import ConfigError, check_strategy, load_config
-    from jobs.pipeline import UsageError, run_plan
+    from jobs.pipeline import NoSnapshotError, UsageError, run_plan
     from jobs.session import get_spark
     from jobs.store import TableNotFoundError, TableSchemaError, open_store
 
     try:
         config = load_config(args.config)
+        if args.allow_worse:
+            config = replace(config, allow_worse=True)
         if args.strategy:
             check_strategy(args.strategy, "--strategy", "command line")
         warehouse = args.warehouse or config.warehouse
@@ -93,12 +106,24 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, UsageError, TableNotFoundError) as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return 2
-    except TableSchemaError as exc:
+    except (TableSchemaError, NoSnapshotError) as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return 1
+    for warning in report.warnings:
+        print(f"partition-planner: warning: {warning}", file=sys.stderr)
+    for outcome in report.outcomes:
+        for warning in outcome.warnings:
+            print(
+                f"partition-planner: warning: cluster {outcome.cluster_id}: config names {warning}, "
+                "which this cluster does not have",
+                file=sys.stderr,
+            )
     print(f"run {report.run_id} config {report.config_hash}{' (dry run: nothing written)' if report.dry_run else ''}")
     for outcome in report.outcomes:
-        print(outcome.summary_line())
+        print(outcome.summary_line(report.dry_run))
+        if outcome.status == "committed" and not outcome.done_by:
+            for note in outcome.notes:
+                print(f"{'':<16}note: {note}")
     return report.exit_code
 
 

@@ -175,11 +175,11 @@ PLAN_RUNS = TableSpec(
         ("snapshot_ts", "timestamp", True),
         ("strategy", "string", True),
         ("status", "string", NOT_NULL, "committed | failed | skipped"),
-        ("error", "string", True, "why it failed or was skipped, for people"),
-        ("config_hash", "string", True, "hash of the effective config"),
+        ("error", "string", True, "why it failed, for people; null unless status = failed (see notes)"),
+        ("config_hash", "string", True, "hash of the cluster's effective config (strategy, constraints, options)"),
         ("partitions", "long", True),
         ("replicas", "long", True),
-        ("moves", "long", True, "replicas added to brokers that did not hold them"),
+        ("moves", "long", True, "replicas added to brokers that did not hold them in the live layout"),
         ("leader_moves", "long", True),
         ("bytes_to_move", "long", True),
         ("max_load_before", "double", True),
@@ -187,11 +187,11 @@ PLAN_RUNS = TableSpec(
         ("load_lower_bound", "double", True),
         ("replica_spread_before", "int", True),
         ("replica_spread_after", "int", True),
-        ("rack_violations_before", "int", True),
+        ("rack_violations_before", "int", True, "in the live layout of the snapshot"),
         ("rack_violations_after", "int", True),
         ("started_at", "timestamp", True),
         ("finished_at", "timestamp", True),
-        ("min_moves", "long", True, "lower bound on moves (DESIGN.md quality measures)"),
+        ("min_moves", "long", True, "lower bound on moves of any count-balanced plan from the live layout"),
         ("leader_spread_before", "int", True),
         ("leader_spread_after", "int", True),
         ("notes", "string", True, "warnings for people, e.g. partitions without throughput"),
@@ -199,12 +199,14 @@ PLAN_RUNS = TableSpec(
         ("balance_score_after", "double", True),
         ("affinity_hints_unmet", "int", True, "affinity hint groups whose leaders could not share a broker"),
         ("moves_deferred", "long", True, "optional moves left out by the move budget (max_moves, max_bytes_to_move)"),
+        ("partitions_moved", "long", True, "partitions whose layout changes (the rows of moves, what export writes)"),
+        ("waves", "int", True, "execution waves of the moves"),
     ),
 )
 
 # The planner's per-cluster input inside the Spark job: the snapshot's partition
-# rows, the throughput rows measured at or before it and the baseline plan's
-# rows, stacked and tagged by ``source``. One shuffle brings a cluster's three
+# rows, the throughput rows measured at or before it and the previous plan's
+# rows (the plan in force), stacked and tagged by ``source``. One shuffle brings a cluster's three
 # sources together; the newest rate and the joins are then picked in pandas
 # (jobs.pipeline.assemble_partitions), which costs less than Spark's window
 # and two sort-merge joins at this size. Never stored.
@@ -212,17 +214,17 @@ PLAN_INPUT = TableSpec(
     "plan_input",
     _cols(
         ("cluster_id", "string", NOT_NULL),
-        ("source", "string", NOT_NULL, "partition | throughput | baseline"),
+        ("source", "string", NOT_NULL, "partition | throughput | previous"),
         ("topic", "string", NOT_NULL),
         ("partition", "int", NOT_NULL),
-        ("replicas", "array<int>", True, "partition: current replicas; baseline: planned replicas"),
+        ("replicas", "array<int>", True, "partition: live replicas; previous: the plan in force's replicas"),
         ("leader", "int", True, "partition rows: current leader"),
         ("size_bytes", "long", True, "partition rows"),
         ("measured_ts", "timestamp", True, "throughput rows: end of the measurement window"),
         ("bytes_in", "double", True, "throughput rows"),
         ("bytes_out", "double", True, "throughput rows"),
-        ("epoch", "long", True, "baseline rows: the plan's epoch"),
-        ("cores", "array<int>", True, "baseline rows: the plan's core per replica (assign_cores), else empty"),
+        ("epoch", "long", True, "previous rows: the plan's epoch"),
+        ("cores", "array<int>", True, "previous rows: the plan's core per replica (assign_cores), else empty"),
     ),
 )
 

@@ -28,8 +28,23 @@ def spark() -> Iterator[object]:
 
 
 @pytest.fixture
-def warehouse(tmp_path: Path) -> str:
-    return str(tmp_path / "warehouse")
+def warehouse(tmp_path: Path) -> Iterator[str]:
+    """A temp warehouse; afterwards every plan_runs row left in it is checked: ``error`` only on failures."""
+    path = str(tmp_path / "warehouse")
+    yield path
+    assert_errors_only_on_failures(path)
+
+
+def assert_errors_only_on_failures(warehouse: str) -> None:
+    """An alert on ``plan_runs.error IS NOT NULL`` must fire on failed runs only."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(f"{warehouse}/plan_runs"):
+        return
+    runs = DeltaTable(f"{warehouse}/plan_runs").to_pandas(columns=["cluster_id", "status", "error"])
+    healthy = runs[runs["status"] != "failed"]
+    assert healthy["error"].isna().all(), healthy[healthy["error"].notna()].to_dict("records")
+    assert runs.loc[runs["status"] == "failed", "error"].notna().all()
 
 
 @pytest.fixture

@@ -52,9 +52,10 @@ def test_plan_twice_writes_once_then_new_snapshot_is_version_2(spark, warehouse,
     assert plan(warehouse) == 0
     first = versions(warehouse)
     assert plan(warehouse) == 0
-    # Then the second run wrote nothing
+    # Then the second run wrote nothing and says what was committed, by whom
     assert versions(warehouse) == first
-    assert "already committed by this run id" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "committed v1   2026-11-01T00:00Z  round_robin     already committed by run run-" in out
     # And the outputs are ordinary Delta tables with the contract schema
     plans, runs = table(warehouse, "plans"), table(warehouse, "plan_runs")
     assert list(plans.columns) == PLANS.column_names and list(runs.columns) == PLAN_RUNS.column_names
@@ -62,7 +63,7 @@ def test_plan_twice_writes_once_then_new_snapshot_is_version_2(spark, warehouse,
     assert set(runs["status"]) == {"committed"} and set(plans["plan_version"]) == {1}
     assert len(plans) == len(small_fleet()["partitions"])
 
-    # When a new snapshot arrives for cluster-1 in which broker 2 died
+    # When a new snapshot arrives for cluster-1 in which broker 2 died (v1 was never executed)
     later = small_fleet(LATER)
     c1 = later["brokers"]["cluster_id"] == "cluster-1"
     later["brokers"].loc[c1 & (later["brokers"]["broker_id"] == 2), "state"] = "dead"
@@ -70,26 +71,85 @@ def test_plan_twice_writes_once_then_new_snapshot_is_version_2(spark, warehouse,
         frame = later[name]
         write_with_delta_rs(warehouse, name, frame[frame["cluster_id"] == "cluster-1"])
     assert plan(warehouse) == 0
-    # Then cluster-1 gets plan_version 2 whose moves are diffed against version 1
+    # Then cluster-1 gets plan_version 2 whose moves start from the live layout of the new snapshot
     plans = table(warehouse, "plans")
     v1 = plans[(plans.cluster_id == "cluster-1") & (plans.plan_version == 1)].set_index(["topic", "partition"])
     v2 = plans[(plans.cluster_id == "cluster-1") & (plans.plan_version == 2)].set_index(["topic", "partition"])
+    live = later["partitions"].query("cluster_id == 'cluster-1'").set_index(["topic", "partition"])["replicas"]
     moves = table(warehouse, "moves")
     m2 = moves[(moves.cluster_id == "cluster-1") & (moves.plan_version == 2)]
     assert len(v2) == len(v1) and len(m2) > 0
     assert all(2 not in list(r) for r in v2["replicas"])
     for move in m2.itertuples():
-        assert list(move.from_replicas) == list(v1.loc[(move.topic, move.partition), "replicas"])
+        assert list(move.from_replicas) == list(live[(move.topic, move.partition)])
         assert list(move.to_replicas) == list(v2.loc[(move.topic, move.partition), "replicas"])
-        assert move.epoch == v1.loc[(move.topic, move.partition), "epoch"] + 1
-    assert set(m2["kind"]) <= {"reassign", "leader"}
-    unchanged = v2.index.difference(pd.MultiIndex.from_frame(m2[["topic", "partition"]]))
-    assert (v2.loc[unchanged, "epoch"] == v1.loc[unchanged, "epoch"]).all()
-    # And cluster-2 (same snapshot, same plan) is skipped, not re-versioned
+    # epochs count changes of the planned assignment (v1 -> v2), not of the live layout
+    changed = [k for k in v2.index if list(v2.loc[k, "replicas"]) != list(v1.loc[k, "replicas"])]
+    assert changed and all(v2.loc[k, "epoch"] == v1.loc[k, "epoch"] + 1 for k in changed)
+    same = v2.index.difference(pd.MultiIndex.from_tuples(changed))
+    assert (v2.loc[same, "epoch"] == v1.loc[same, "epoch"]).all()
+    # And cluster-2 (same snapshot, v1 unexecuted, same target) is skipped as pending, not re-versioned
     runs = table(warehouse, "plan_runs").sort_values("finished_at")
     latest = runs.groupby("cluster_id").tail(1).set_index("cluster_id")
     assert latest.loc["cluster-1", "status"] == "committed" and latest.loc["cluster-1", "plan_version"] == 2
     assert latest.loc["cluster-2", "status"] == "skipped" and latest.loc["cluster-2", "plan_version"] == 1
+    assert "v1 still pending" in latest.loc["cluster-2", "notes"]
+
+
+def rf3_cluster() -> dict[str, pd.DataFrame]:
+    """One cluster, 9 brokers in 3 racks, RF 3 only: losing a broker forces nothing beyond its own replicas."""
+    fleet = generate_fleet(clusters=1, brokers=9, topics=8, partitions=90, seed=3)
+    parts = fleet["partitions"][fleet["partitions"]["replicas"].map(len) == 3]
+    keys = pd.MultiIndex.from_frame(parts[["topic", "partition"]])
+    rates = fleet["throughput"]
+    return {
+        **fleet,
+        "partitions": parts,
+        "throughput": rates[pd.MultiIndex.from_frame(rates[["topic", "partition"]]).isin(keys)],
+    }
+
+
+def test_plans_start_from_the_live_cluster_and_keep_the_plan_in_force(spark, warehouse, tmp_path, capsys):
+    # Given a sticky plan v1 of cluster-1, never executed
+    config = tmp_path / "sticky.toml"
+    config.write_text('[planner]\nstrategy = "sticky"\n')
+    fleet = rf3_cluster()
+    write_fleet(warehouse, fleet)
+    assert plan(warehouse, "--config", str(config), "--cluster", "cluster-1") == 0
+    plans = table(warehouse, "plans")
+    v1 = plans[plans.cluster_id == "cluster-1"].set_index(["topic", "partition"])["replicas"].map(list)
+    # When a new snapshot arrives with the live layout unchanged
+    write_fleet(warehouse, {k: v.assign(snapshot_ts=LATER) for k, v in fleet.items()})
+    assert plan(warehouse, "--config", str(config), "--cluster", "cluster-1") == 0
+    # Then no new version: v1 is still pending, and the summary says how much of it
+    assert set(table(warehouse, "plans")["plan_version"]) == {1}
+    pending = int((table(warehouse, "moves").cluster_id == "cluster-1").sum())
+    assert f"v1 still pending: {pending} partitions not at their planned layout" in capsys.readouterr().out
+
+    # When half of v1 was applied and broker 5 died, in a third snapshot
+    third = {k: v.assign(snapshot_ts=LATER + dt.timedelta(hours=6)) for k, v in fleet.items()}
+    parts = third["partitions"]
+    c1 = parts.index[parts["cluster_id"] == "cluster-1"]
+    applied = c1[: len(c1) // 2]
+    parts.loc[applied, "replicas"] = pd.Series(
+        [v1[(t, p)] for t, p in zip(parts.loc[applied, "topic"], parts.loc[applied, "partition"])], index=applied
+    )
+    brokers = third["brokers"]
+    brokers.loc[(brokers["cluster_id"] == "cluster-1") & (brokers["broker_id"] == 5), "state"] = "dead"
+    write_fleet(warehouse, third)
+    assert plan(warehouse, "--config", str(config), "--cluster", "cluster-1") == 0
+    # Then v2's moves all start from that live layout and, applied to it, give exactly v2
+    plans, moves = table(warehouse, "plans"), table(warehouse, "moves")
+    v2 = plans[plans.plan_version == 2].set_index(["topic", "partition"])["replicas"].map(list)
+    live = parts.loc[c1].set_index(["topic", "partition"])["replicas"].map(list)
+    result = live.copy()
+    for move in moves[moves.plan_version == 2].itertuples():
+        assert list(move.from_replicas) == live[(move.topic, move.partition)]
+        result[(move.topic, move.partition)] = list(move.to_replicas)
+    assert all(result[k] == v2[k] for k in v2.index)
+    # And partitions the dead broker does not touch keep v1's target (no flip-flop)
+    untouched = [k for k in v1.index if 5 not in v1[k]]
+    assert untouched and all(sorted(v2[k]) == sorted(v1[k]) for k in untouched)
 
 
 def test_as_of_picks_the_older_snapshot_and_dry_run_writes_nothing(spark, warehouse, capsys):

@@ -19,7 +19,7 @@ T2 = dt.datetime(2026, 1, 2)
 T3 = dt.datetime(2026, 1, 3)
 
 
-def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, store):
+def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_previous_plan(spark, store):
     store.append(
         "partitions",
         spark.createDataFrame([("c", T2, "t", 0, [1, 2], 1, 10), ("c", T1, "t", 0, [9], 9, 1)], PARTITIONS.ddl()),
@@ -41,7 +41,7 @@ def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_baseline(spark, st
             ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, []),
             ("c", "throughput", "t", 0, [], None, None, T1, 1.0, 2.0, None, []),
             ("c", "throughput", "t", 0, [], None, None, T2, 5.0, 6.0, None, []),
-            ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
+            ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
         ],
         actual.schema,
     )
@@ -84,14 +84,14 @@ def test_snapshots_are_found_whatever_the_machines_time_zone(spark, store, tokyo
     assert select_snapshots(store, dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC), ["c"]) == {"c": t1}
 
 
-def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
+def test_assemble_partitions_picks_newest_rate_and_joins_the_previous_plan():
     rows = [
         ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None),
         ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None, None),
         ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None),
         ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None),
         ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None, None),  # same time: the larger rate wins
-        ("c", "baseline", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
+        ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
     ]
     inputs = pd.DataFrame(rows, columns=PLAN_INPUT.column_names)
     out = assemble_partitions(inputs.iloc[::-1])  # row order must not matter
@@ -100,9 +100,9 @@ def test_assemble_partitions_picks_newest_rate_and_joins_the_baseline():
         [0, 5.0, 6.0, True],
         [1, -1, -1, False],
     ]
-    assert out["baseline_replicas"].tolist() == [[3, 1], None]
-    assert out["baseline_epoch"].fillna(-1).tolist() == [4, -1]
-    assert out["baseline_cores"].tolist()[0] == [0, 2]
+    assert out["previous_replicas"].tolist() == [[3, 1], None]
+    assert out["previous_epoch"].fillna(-1).tolist() == [4, -1]
+    assert out["previous_cores"].tolist()[0] == [0, 2]
     assert out["replicas"].tolist() == [[1, 2], [2, 1]] and out["size_bytes"].tolist() == [10, 20]
 
 
