@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import functions as F
 
 from jobs.store import TableStore
 from schemas import BROKERS, PARTITIONS, THROUGHPUT
@@ -142,12 +143,23 @@ def _drifted_replicas(rng: np.random.Generator, holding: np.ndarray, rf: np.ndar
     return out
 
 
+class SnapshotCollisionError(ValueError):
+    """The warehouse already holds another snapshot of a demo cluster at the demo's time."""
+
+
 def write_inputs(store: TableStore, fleet: dict[str, pd.DataFrame], fleet_key: str) -> bool:
-    """Append the fleet to the input tables once per ``fleet_key`` (a rerun writes nothing)."""
+    """Append the fleet to the input tables once per ``fleet_key`` (a rerun writes nothing).
+
+    Raises :class:`SnapshotCollisionError`, writing nothing, when another fleet
+    (other sizes or seed) already wrote a snapshot of the same cluster at the
+    same time: two snapshots under one key would fail every later plan.
+    """
     from jobs.pipeline import APP_ID_PREFIX
 
     app_id = f"{APP_ID_PREFIX}-demo/{fleet_key}"
     specs = {"brokers": BROKERS, "partitions": PARTITIONS, "throughput": THROUGHPUT}
+    if store.txn_version("partitions", app_id) != 1:
+        _refuse_collisions(store, fleet["partitions"])
     wrote = False
     for name, frame in fleet.items():
         if store.txn_version(name, app_id) == 1:
@@ -157,6 +169,26 @@ def write_inputs(store: TableStore, fleet: dict[str, pd.DataFrame], fleet_key: s
         log.info("demo wrote table=%s rows=%d", name, len(frame))
         wrote = True
     return wrote
+
+
+def _refuse_collisions(store: TableStore, partitions: pd.DataFrame) -> None:
+    if not store.exists("partitions"):
+        return
+    keys = partitions[["cluster_id", "snapshot_ts"]].drop_duplicates()
+    clusters, times = sorted(keys["cluster_id"]), sorted(keys["snapshot_ts"])
+    taken = (
+        store.read("partitions")
+        .where(F.col("cluster_id").isin(clusters) & F.col("snapshot_ts").isin([t.to_pydatetime() for t in times]))
+        .select("cluster_id")
+        .distinct()
+        .collect()
+    )
+    if taken:
+        names = ", ".join(sorted(r["cluster_id"] for r in taken))
+        raise SnapshotCollisionError(
+            f"warehouse {store.warehouse} already holds a snapshot of {names} at {times[0].isoformat()} from a demo "
+            "with other sizes or seed; nothing written. Use a fresh --warehouse, or the same demo options as before"
+        )
 
 
 def fleet_key(args: argparse.Namespace) -> str:
@@ -198,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark()
     store = open_store(spark, args.warehouse)
     fleet = generate_fleet(args.clusters, args.brokers, args.racks, args.topics, args.partitions, args.seed)
-    if not write_inputs(store, fleet, fleet_key(args)):
+    try:
+        wrote = write_inputs(store, fleet, fleet_key(args))
+    except SnapshotCollisionError as exc:
+        print(f"partition-planner: error: {exc}", file=sys.stderr)
+        return 2
+    if not wrote:
         print("demo inputs already in the warehouse: planning them again", file=sys.stderr)
     plan_argv = ["--warehouse", args.warehouse, "--log-level", args.log_level]
     plan_argv += ["--config", args.config] if args.config else []

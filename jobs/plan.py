@@ -60,6 +60,13 @@ def setup_logging(level: str) -> None:
         level=getattr(logging, level), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     logging.Formatter.converter = __import__("time").gmtime  # UTC timestamps in every line
+    if level != "DEBUG":
+        # PySpark logs every failed query's context (a JSON line with the plan) before raising it;
+        # the CLI reports the error itself, once.
+        from pyspark.logger import PySparkLogger
+
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def main(argv: list[str] | None = None) -> int:

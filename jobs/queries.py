@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from assigners.metrics import broker_table
-from assigners.model import Constraints, LoadWeights, prepare_brokers
+from assigners.model import Constraints, prepare_brokers
 from jobs.config import Config
 from jobs.store import TableStore
 
@@ -80,9 +80,16 @@ def reassignment_json(
     """Kafka's ``kafka-reassign-partitions --execute`` input for the moves of one plan version."""
     version = resolve_version(store, cluster_id, plan_version)
     moves = committed(store, "moves").where((F.col("cluster_id") == cluster_id) & (F.col("plan_version") == version))
+    rows = moves.select("topic", "partition", "to_replicas", "wave").orderBy("topic", "partition").collect()
     if wave is not None:
-        moves = moves.where(F.col("wave") == wave)
-    rows = moves.select("topic", "partition", "to_replicas").orderBy("topic", "partition").collect()
+        waves = max((r["wave"] for r in rows), default=0)
+        if not 1 <= wave <= waves:
+            raise LookupError(
+                f"plan v{version} of cluster {cluster_id} has {waves} waves (1-{waves}); --wave {wave} is not one"
+                if waves
+                else f"plan v{version} of cluster {cluster_id} has no moves, so no waves; --wave {wave} is not one"
+            )
+        rows = [r for r in rows if r["wave"] == wave]
     return {
         "version": 1,
         "partitions": [
@@ -114,8 +121,7 @@ def write_report(
         folder = Path(out_dir) / cid / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
         run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
-        weights = config.for_cluster(cid).constraints.load_weights
-        brokers = _broker_report(store, cid, version, run, weights)
+        brokers = _broker_report(store, cid, version, run, config.for_cluster(cid).constraints)
         brokers.to_csv(folder / "brokers.csv", index=False)
         moves = (
             committed(store, "moves")
@@ -130,18 +136,18 @@ def write_report(
 
 
 def _broker_report(
-    store: TableStore, cluster_id: str, version: int, run: pd.Series, weights: LoadWeights
+    store: TableStore, cluster_id: str, version: int, run: pd.Series, constraints: Constraints
 ) -> pd.DataFrame:
+    """Per broker, before (the live layout of the plan's snapshot) and after (the plan)."""
     from jobs.pipeline import assemble_partitions, at_snapshots, stacked_inputs
 
+    weights = constraints.load_weights
     snapshot = {cluster_id: run["snapshot_ts"].to_pydatetime()}
     parts = assemble_partitions(stacked_inputs(store, snapshot).toPandas())
-    brokers = prepare_brokers(store.read("brokers").where(at_snapshots(snapshot)).toPandas(), Constraints())
+    brokers = prepare_brokers(store.read("brokers").where(at_snapshots(snapshot)).toPandas(), constraints)
     plans = committed(store, "plans").where(F.col("cluster_id") == cluster_id)
     after = plans.where(F.col("plan_version") == version).select("topic", "partition", "replicas").toPandas()
-    before = plans.where(F.col("plan_version") == version - 1).select("topic", "partition", "replicas").toPandas()
-    if before.empty:
-        before = parts[["topic", "partition", "replicas"]]
+    before = parts[["topic", "partition", "replicas"]]
     loads = parts[["topic", "partition", "bytes_in", "bytes_out"]].fillna(0.0)
 
     def table(assignment: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -42,11 +45,39 @@ def get_spark(app_name: str = "partition-planner", master: str | None = None) ->
         builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
         for key, value in LOCAL_DEFAULTS.items():
             builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _jvm_output_to_log():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SPARK_LOG_LEVEL", "ERROR"))
     _enforce(spark)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
+
+
+JVM_LOG_ENV = "PARTITION_PLANNER_JVM_LOG"
+
+
+@contextmanager
+def _jvm_output_to_log() -> Iterator[None]:
+    """Start the JVM with its stderr in a log file, unless the root logger is at DEBUG.
+
+    The JVM inherits file descriptor 2 when PySpark launches it, so Spark's
+    start-up banner, log4j warnings and Java stack traces land in the file
+    (``$PARTITION_PLANNER_JVM_LOG``, default ``<tmp>/partition-planner-jvm.log``)
+    for the whole session, while Python keeps writing to the terminal.
+    """
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    path = os.environ.get(JVM_LOG_ENV) or os.path.join(tempfile.gettempdir(), "partition-planner-jvm.log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log_file:
+            os.dup2(log_file.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _enforce(spark: SparkSession) -> None:

@@ -75,6 +75,12 @@ class Supersede:
         return F.expr(self.sql())
 
 
+def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> str:
+    """Where table ``name`` lives: its ``[tables]`` entry, else ``<warehouse>/<name>`` (local paths made absolute)."""
+    path = locations.get(name) or posixpath.join(warehouse, name)
+    return path if "://" in path else os.path.abspath(path)
+
+
 @dataclass
 class TableStore:
     """Where tables live and how they are read and appended; see the backends."""
@@ -85,8 +91,7 @@ class TableStore:
     backend = "abstract"
 
     def location(self, name: str) -> str:
-        path = self.locations.get(name) or posixpath.join(self.warehouse, name)
-        return path if "://" in path else os.path.abspath(path)
+        return table_location(self.warehouse, self.locations, name)
 
     def spec(self, name: str) -> TableSpec | None:
         return ALL_TABLES.get(name)
