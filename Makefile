@@ -51,8 +51,8 @@ run: $(STAMP) package ## spark-submit the plan job on $(WAREHOUSE) (local master
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/spark-submit --master 'local[2]' --py-files $(PKG_ZIP) \
 		jobs/plan.py --warehouse $(WAREHOUSE)
 
-sql-shell: $(STAMP) ## query the tables: make sql-shell Q="SELECT * FROM plan_runs"
-	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/partition-planner sql --warehouse $(WAREHOUSE) "$(Q)"
+sql-shell: $(STAMP) ## SQL prompt over the tables and views; one query: make sql-shell Q="SELECT * FROM plan_runs"
+	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/partition-planner sql --warehouse $(WAREHOUSE) $(if $(Q),"$(Q)")
 
 clean: ## remove the venv, the demo warehouse and build output
 	rm -rf $(VENV) $(WAREHOUSE) dist build .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -221,3 +221,20 @@ def test_a_cluster_first_planned_before_as_of_is_not_left_out_silently(spark, wa
     assert "the earliest is 2026-11-01T06:00:00+00:00 (cluster cluster-3)" in capsys.readouterr().err
     assert plan(warehouse, "--as-of", as_of) == 0  # without --cluster it did not exist yet: planned are 1 and 2
     assert sorted(table(warehouse, "plan_runs")["cluster_id"]) == ["cluster-1", "cluster-2"]
+
+
+def test_spark_start_up_lines_and_warnings_stay_out_of_the_terminal(spark, warehouse, tmp_path):
+    # a fresh process: this session's JVM is already running
+    import os
+    import subprocess
+    import sys
+
+    write_fleet(warehouse, small_fleet())
+    jvm_log = tmp_path / "jvm.log"
+    env = {**os.environ, "PARTITION_PLANNER_JVM_LOG": str(jvm_log)}
+    command = [sys.executable, "-m", "jobs.cli", "plan", "--warehouse", warehouse, "--dry-run", "--log-level", "ERROR"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # nothing from Spark, nothing from us at ERROR
+    assert "dry-run" in done.stdout
+    assert "log4j" in jvm_log.read_text()  # Spark's banner went to the log file instead

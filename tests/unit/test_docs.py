@@ -1,0 +1,67 @@
+"""The user-facing documents say what the code does: contract columns, links, command flags."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from jobs import cli
+from schemas import ALL_TABLES
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT = ROOT / "docs" / "contract.md"
+README = ROOT / "README.md"
+
+
+def documented_columns(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Per ``#### `table` `` heading of the contract, the (column, type) rows of the table under it."""
+    tables: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for line in text.splitlines():
+        heading = re.match(r"^#### `(\w+)`", line)
+        if heading:
+            current = tables.setdefault(heading.group(1), [])
+            continue
+        row = re.match(r"^\| (\w+) \| ([\w<>]+) \| (yes|no) \|", line)
+        if current is not None and row:
+            current.append((row.group(1), row.group(2)))
+    return tables
+
+
+def test_the_contract_documents_every_column_of_every_table_in_order():
+    documented = documented_columns(CONTRACT.read_text())
+    assert sorted(documented) == sorted(ALL_TABLES)
+    for name, spec in ALL_TABLES.items():
+        assert documented[name] == [(c.name, c.type) for c in spec.columns], name
+
+
+def test_the_readme_links_the_contract_inside_the_repository():
+    text = README.read_text()
+    assert "(docs/contract.md)" in text
+    assert "../shared" not in text
+
+
+def readme_commands() -> dict[str, set[str]]:
+    """The flags each ``partition-planner <command>`` line of the README's synopsis shows."""
+    block = README.read_text().split("## Command line", 1)[1].split("```", 2)[1]
+    flags: dict[str, set[str]] = {}
+    command = None
+    for line in block.splitlines():
+        start = re.match(r"^partition-planner (\w+)", line)
+        if start:
+            command = start.group(1)
+        if command:
+            flags.setdefault(command, set()).update(re.findall(r"--[a-z][a-z-]*", line))
+    return flags
+
+
+@pytest.mark.parametrize("command", sorted(readme_commands()))
+def test_every_flag_the_readme_shows_is_one_the_command_takes(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    missing = sorted(f for f in readme_commands()[command] if f not in shown)
+    assert not missing, f"README shows {missing} for {command}, its --help does not"
