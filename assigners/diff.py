@@ -59,11 +59,11 @@ def diff_assignment(
     width = max(m.shape[1] for m in (tgt, cur, prev))
     tgt, cur, prev = (pad_to(m, width) for m in (tgt, cur, prev))
     in_plan = np.asarray(in_previous_plan, dtype=bool) & has_previous_plan
-    as_live = same_sets(tgt, cur) & (tgt[:, 0] == cur[:, 0])
-    as_planned = in_plan & same_sets(tgt, prev) & (tgt[:, 0] == prev[:, 0])
+    same_set = same_sets(tgt, cur)  # the final list differs from the target only in follower order
+    as_live = same_set & (tgt[:, 0] == cur[:, 0])
+    as_planned = in_plan & (same_sets(tgt, prev) & (tgt[:, 0] == prev[:, 0]) if in_plan.any() else False)
     final = np.where(as_live[:, None], cur, np.where(as_planned[:, None], prev, tgt))
 
-    same_set = same_sets(final, cur)
     kind = np.full(n, None, dtype=object)
     kind[~as_live] = LEADER
     kind[~same_set] = REASSIGN

@@ -26,7 +26,6 @@ from assigners.model import (
     ClusterView,
     Constraints,
     assignment_frame,
-    matrix_rows,
     prepare_brokers,
     prepare_partitions,
     replica_matrix,
@@ -232,14 +231,14 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         epochs,
         in_plan,
         request,
-        forced=bool(plan_violations(prepared, _frame(prepared, live), view, rules)),
+        forced=lambda: bool(plan_violations(prepared, _live_frame(prepared), view, rules, live, most=1)),
         notes=notes,
     )
     return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
 
 
-def _frame(prepared: pd.DataFrame, matrix: np.ndarray) -> pd.DataFrame:
-    return assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), matrix_rows(matrix))
+def _live_frame(prepared: pd.DataFrame) -> pd.DataFrame:
+    return assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), prepared["current"])
 
 
 def _judge(
@@ -248,10 +247,13 @@ def _judge(
     epochs: pd.Series,
     in_plan: np.ndarray,
     request: PlanRequest,
-    forced: bool,
+    forced: Callable[[], bool],
     notes: list[str],
 ) -> str:
-    """committed, or skipped when the target is the plan in force or (unforced) makes the cluster worse."""
+    """committed, or skipped when the target is the plan in force or (unforced) makes the cluster worse.
+
+    ``forced``: does the live layout break a rule (so the plan must change it)? Asked only when the score drops.
+    """
     pending = metrics.partitions_moved
     same_as_previous = (
         request.has_previous_plan
@@ -268,7 +270,8 @@ def _judge(
         )
         return SKIPPED
     worse = metrics.balance_score_after < metrics.balance_score_before
-    if worse and not forced and not request.allow_worse:
+    must_change = worse and forced()
+    if worse and not must_change and not request.allow_worse:
         notes.append(
             f"the plan would lower the balance score from {metrics.balance_score_before:g} to "
             f"{metrics.balance_score_after:g} and nothing forces a change: not committed "
@@ -278,7 +281,7 @@ def _judge(
     if worse:
         notes.append(
             f"the balance score drops from {metrics.balance_score_before:g} to {metrics.balance_score_after:g}"
-            + (" (forced changes)" if forced else " (allowed by allow_worse)")
+            + (" (forced changes)" if must_change else " (allowed by allow_worse)")
         )
     return COMMITTED
 

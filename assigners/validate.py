@@ -181,8 +181,9 @@ def plan_violations(
     view: ClusterView,
     rules: LeaderRules | None = None,
     matrix: np.ndarray | None = None,
+    most: int | None = None,
 ) -> list[str]:
-    """Every rule a plan breaks, one line each (empty list: valid).
+    """Every rule a plan breaks, one line each (empty list: valid); ``most`` caps the partitions described.
 
     Rules: one row per input partition, exact RF, distinct brokers, only
     eligible brokers, the rack rule (min(RF, racks) distinct failure
@@ -219,7 +220,7 @@ def plan_violations(
     if rules is not None:
         violations.extend(_leader_rule_violations(matrix[:, 0], aligned, rules))
     bad_rows = np.flatnonzero(np.any([mask for mask, _ in checks], axis=0))
-    for i in bad_rows.tolist():
+    for i in bad_rows[:most].tolist():
         reps = matrix[i][valid[i]].tolist()
         name = _tp(aligned["topic"].iat[i], aligned["partition"].iat[i])
         violations.extend(f"{name}: {describe(i, reps)}" for mask, describe in checks if mask[i])
