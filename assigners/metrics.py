@@ -79,6 +79,13 @@ class PlanMetrics:
     moves_deferred: int = 0
     partitions_moved: int = 0
     waves: int = 0
+    # per resource, most loaded broker / the resource's lower bound (None without any of it)
+    bytes_in_ratio_before: float | None = None
+    bytes_in_ratio_after: float | None = None
+    bytes_out_ratio_before: float | None = None
+    bytes_out_ratio_after: float | None = None
+    disk_ratio_before: float | None = None
+    disk_ratio_after: float | None = None
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -241,6 +248,34 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     return forced + int(np.maximum(counts - ceiling, 0).sum())
 
 
+def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.DataFrame) -> dict[str, float | None]:
+    """Per resource, the most loaded broker divided by the resource's lower bound (1.0 is perfect).
+
+    Resources (Cruise Control's distribution goals, measured on raw rates):
+    ``bytes_in`` of every replica, ``bytes_out`` of the leaders, and ``disk``
+    (``size_bytes``) per ``disk_capacity_bytes`` when every eligible broker
+    has one, else per weight. The bound is :func:`load_lower_bound` of that
+    resource: max(total / total capacity, largest replica / largest capacity).
+    """
+    matrix = as_matrix(assignment)
+    rf = (matrix != PAD).sum(axis=1)
+    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    sizes = partitions["size_bytes"].to_numpy(dtype=float)
+    capacity = pd.to_numeric(brokers["disk_capacity_bytes"], errors="coerce")
+    by_disk = brokers.assign(weight=capacity) if capacity[brokers["eligible"]].notna().all() else brokers
+    resources = {
+        "bytes_in": (bytes_in, bytes_in, brokers),
+        "bytes_out": (partitions["bytes_out"].to_numpy(dtype=float), np.zeros(len(matrix)), brokers),
+        "disk": (sizes, sizes, by_disk),
+    }
+    out: dict[str, float | None] = {}
+    for name, (lead, follow, capacities) in resources.items():
+        bound = load_lower_bound(lead, follow, rf, capacities)
+        table = broker_table(matrix, lead, follow, capacities)
+        out[name] = float(table["load"].max()) / bound if bound > 0 and len(table) else None
+    return out
+
+
 def plan_metrics(
     partitions: pd.DataFrame, before: Replicas, after: Replicas, brokers: pd.DataFrame, view: ClusterView
 ) -> PlanMetrics:
@@ -253,6 +288,8 @@ def plan_metrics(
     q_before = quality(before, leader_load, follower_load, brokers, view, bound)
     q_after = quality(after, leader_load, follower_load, brokers, view, bound)
     moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
+    ratios_before = resource_ratios(partitions, before, brokers)
+    ratios_after = resource_ratios(partitions, after, brokers)
     return PlanMetrics(
         partitions=len(after),
         replicas=int((after != PAD).sum()),
@@ -272,4 +309,10 @@ def plan_metrics(
         balance_score_before=q_before.balance_score,
         balance_score_after=q_after.balance_score,
         counts_balanced_after=q_after.counts_balanced,
+        bytes_in_ratio_before=ratios_before["bytes_in"],
+        bytes_in_ratio_after=ratios_after["bytes_in"],
+        bytes_out_ratio_before=ratios_before["bytes_out"],
+        bytes_out_ratio_after=ratios_after["bytes_out"],
+        disk_ratio_before=ratios_before["disk"],
+        disk_ratio_after=ratios_after["disk"],
     )

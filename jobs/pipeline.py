@@ -574,32 +574,6 @@ def moves_columns(planned_df: DataFrame) -> DataFrame:
     )
 
 
-# plan_runs columns copied from the planner's metrics (the rest are the run's own)
-METRIC_COLUMNS = (
-    "partitions",
-    "replicas",
-    "moves",
-    "leader_moves",
-    "bytes_to_move",
-    "max_load_before",
-    "max_load_after",
-    "load_lower_bound",
-    "replica_spread_before",
-    "replica_spread_after",
-    "rack_violations_before",
-    "rack_violations_after",
-    "min_moves",
-    "leader_spread_before",
-    "leader_spread_after",
-    "balance_score_before",
-    "balance_score_after",
-    "affinity_hints_unmet",
-    "moves_deferred",
-    "partitions_moved",
-    "waves",
-)
-
-
 def plan_runs_rows(
     outcomes: list[ClusterOutcome], run_id: str, started_at: dt.datetime, finished_at: dt.datetime
 ) -> pd.DataFrame:
@@ -619,7 +593,7 @@ def plan_runs_rows(
                 "started_at": started_at,
                 "finished_at": finished_at,
                 "notes": "; ".join(o.notes) or None,
-                **{k: o.metrics.get(k) for k in METRIC_COLUMNS},
+                **{k: o.metrics.get(k) for k in PLAN_RUNS.metric_columns},
             }
         )
     return pd.DataFrame(rows, columns=PLAN_RUNS.column_names)

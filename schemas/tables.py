@@ -30,10 +30,13 @@ _TYPES: dict[str, tuple[object, object]] = {
 
 @dataclass(frozen=True)
 class Column:
+    """One column. ``metric``: filled from the planner's ``PlanMetrics`` field of the same name."""
+
     name: str
     type: str
     nullable: bool = True
     comment: str = ""
+    metric: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:
@@ -49,6 +52,10 @@ class TableSpec:
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def metric_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.metric]
 
     @property
     def non_nullable_columns(self) -> list[str]:
@@ -80,6 +87,11 @@ class TableSpec:
 
 def _cols(*specs: tuple[str, str] | tuple[str, str, bool] | tuple[str, str, bool, str]) -> tuple[Column, ...]:
     return tuple(Column(*spec) for spec in specs)
+
+
+def _metric(name: str, type_: str, comment: str = "") -> Column:
+    """A plan_runs column the planner measures (``assigners.metrics.PlanMetrics`` has a field of that name)."""
+    return Column(name, type_, True, comment, metric=True)
 
 
 NOT_NULL = False
@@ -168,39 +180,47 @@ MOVES = TableSpec(
 
 PLAN_RUNS = TableSpec(
     "plan_runs",
-    _cols(
-        ("run_id", "string", NOT_NULL),
-        ("cluster_id", "string", NOT_NULL),
-        ("plan_version", "long", True, "version written (committed), in force (skipped) or attempted (failed)"),
-        ("snapshot_ts", "timestamp", True),
-        ("strategy", "string", True),
-        ("status", "string", NOT_NULL, "committed | failed | skipped"),
-        ("error", "string", True, "why it failed, for people; null unless status = failed (see notes)"),
-        ("config_hash", "string", True, "hash of the cluster's effective config (strategy, constraints, options)"),
-        ("partitions", "long", True),
-        ("replicas", "long", True),
-        ("moves", "long", True, "replicas added to brokers that did not hold them in the live layout"),
-        ("leader_moves", "long", True),
-        ("bytes_to_move", "long", True),
-        ("max_load_before", "double", True),
-        ("max_load_after", "double", True),
-        ("load_lower_bound", "double", True),
-        ("replica_spread_before", "int", True),
-        ("replica_spread_after", "int", True),
-        ("rack_violations_before", "int", True, "in the live layout of the snapshot"),
-        ("rack_violations_after", "int", True),
-        ("started_at", "timestamp", True),
-        ("finished_at", "timestamp", True),
-        ("min_moves", "long", True, "lower bound on moves of any count-balanced plan from the live layout"),
-        ("leader_spread_before", "int", True),
-        ("leader_spread_after", "int", True),
-        ("notes", "string", True, "warnings for people, e.g. partitions without throughput"),
-        ("balance_score_before", "double", True, "0-100, Cruise Control style balancedness (DESIGN.md)"),
-        ("balance_score_after", "double", True),
-        ("affinity_hints_unmet", "int", True, "affinity hint groups whose leaders could not share a broker"),
-        ("moves_deferred", "long", True, "optional moves left out by the move budget (max_moves, max_bytes_to_move)"),
-        ("partitions_moved", "long", True, "partitions whose layout changes (the rows of moves, what export writes)"),
-        ("waves", "int", True, "execution waves of the moves"),
+    (
+        *_cols(
+            ("run_id", "string", NOT_NULL),
+            ("cluster_id", "string", NOT_NULL),
+            ("plan_version", "long", True, "version written (committed), in force (skipped) or attempted (failed)"),
+            ("snapshot_ts", "timestamp", True),
+            ("strategy", "string", True),
+            ("status", "string", NOT_NULL, "committed | failed | skipped"),
+            ("error", "string", True, "why it failed, for people; null unless status = failed (see notes)"),
+            ("config_hash", "string", True, "hash of the cluster's effective config (strategy, constraints, options)"),
+        ),
+        _metric("partitions", "long"),
+        _metric("replicas", "long"),
+        _metric("moves", "long", "replicas added to brokers that did not hold them in the live layout"),
+        _metric("leader_moves", "long"),
+        _metric("bytes_to_move", "long"),
+        _metric("max_load_before", "double"),
+        _metric("max_load_after", "double"),
+        _metric("load_lower_bound", "double"),
+        _metric("replica_spread_before", "int"),
+        _metric("replica_spread_after", "int"),
+        _metric("rack_violations_before", "int", "in the live layout of the snapshot"),
+        _metric("rack_violations_after", "int"),
+        Column("started_at", "timestamp"),
+        Column("finished_at", "timestamp"),
+        _metric("min_moves", "long", "lower bound on moves of any count-balanced plan from the live layout"),
+        _metric("leader_spread_before", "int"),
+        _metric("leader_spread_after", "int"),
+        Column("notes", "string", True, "everything people should know that is not a failure"),
+        _metric("balance_score_before", "double", "0-100, Cruise Control style balancedness (docs/contract.md)"),
+        _metric("balance_score_after", "double"),
+        _metric("affinity_hints_unmet", "int", "affinity hint groups whose leaders could not share a broker"),
+        _metric("moves_deferred", "long", "optional moves left out by the move budget (max_moves, max_bytes_to_move)"),
+        _metric("partitions_moved", "long", "partitions whose layout changes (the rows of moves, what export writes)"),
+        _metric("waves", "int", "execution waves of the moves"),
+        _metric("bytes_in_ratio_before", "double", "most loaded broker's bytes in (all replicas) / its lower bound"),
+        _metric("bytes_in_ratio_after", "double"),
+        _metric("bytes_out_ratio_before", "double", "most loaded broker's bytes out (leaders) / its lower bound"),
+        _metric("bytes_out_ratio_after", "double"),
+        _metric("disk_ratio_before", "double", "fullest broker's bytes (per disk capacity, else weight) / its bound"),
+        _metric("disk_ratio_after", "double"),
     ),
 )
 

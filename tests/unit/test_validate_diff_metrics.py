@@ -170,3 +170,26 @@ def test_balance_score_weighs_missed_goals_by_priority_and_hardness():
     result = plan_cluster(brokers, partitions_frame([[1, 2]] * 30, bytes_in=[5.0] * 30), PlanRequest("c"))
     assert result.metrics is not None
     assert result.metrics.balance_score_before < result.metrics.balance_score_after == 100.0
+
+
+def test_every_plan_runs_metric_column_is_measured_by_the_planner():
+    from dataclasses import fields
+
+    from assigners.metrics import PlanMetrics
+    from schemas import PLAN_RUNS
+
+    measured = {f.name for f in fields(PlanMetrics)}
+    assert set(PLAN_RUNS.metric_columns) <= measured, set(PLAN_RUNS.metric_columns) - measured
+
+
+def test_resource_ratios_measure_each_resource_against_its_own_bound():
+    from assigners.metrics import resource_ratios
+
+    brokers = prepare_brokers(
+        brokers_frame([1, 2], racks=["a", "b"]).assign(disk_capacity_bytes=[1000, 3000]), Constraints()
+    )
+    parts = prepare_partitions(partitions_frame([[1], [1], [2]], bytes_in=[1.0, 1.0, 2.0]), Constraints())
+    parts["size_bytes"] = [500, 500, 1000]
+    ratios = resource_ratios(parts, [[1], [1], [2]], brokers)
+    # bytes in 2 and 2 per broker, bound 4/2 = 2; bytes out 2x that; disk 1000/1000 vs bound 2000/4000
+    assert ratios == {"bytes_in": 1.0, "bytes_out": 1.0, "disk": 2.0}
