@@ -29,6 +29,8 @@ CORE0_RESERVE = 2
 # A strategy that decides the cluster needs no new plan returns the baseline with this
 # DataFrame.attrs key set to the reason; the planner then reports the cluster skipped.
 SKIP_REASON = "skip_reason"
+# ... and may list, under this key, notes for people (goals it could not meet and why).
+NOTES = "notes"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ class Constraints:
         ``consistent_hash`` gives a broker weight x vnodes_per_core points on
         its ring and, with an epsilon, walks past brokers above (1 + eps) x
         their weighted share.
+    balanced_count_slack, balanced_load_ratio
+        ``balanced``'s thresholds (``[planner.balanced]``): replicas and
+        leaders per broker within the slack of their weighted share, each load
+        resource at most the ratio times its lower bound.
     """
 
     excluded_brokers: frozenset[int] = frozenset()
@@ -104,6 +110,8 @@ class Constraints:
     lpt_skip_ratio: float = 1.5
     vnodes_per_core: int = 150
     bounded_load_epsilon: float | None = None
+    balanced_count_slack: int = 1
+    balanced_load_ratio: float = 1.05
     preferred_leaders: Mapping[str, int] = field(default_factory=dict)
     anti_affinity_groups: tuple[tuple[str, ...], ...] = ()
     affinity_hints: tuple[tuple[str, ...], ...] = ()
@@ -126,6 +134,8 @@ class Constraints:
             lpt_skip_ratio=float(raw.get("lpt_skip_ratio", cls.lpt_skip_ratio)),
             vnodes_per_core=int(raw.get("vnodes_per_core", cls.vnodes_per_core)),
             bounded_load_epsilon=raw.get("bounded_load_epsilon"),
+            balanced_count_slack=int(raw.get("balanced_count_slack", cls.balanced_count_slack)),
+            balanced_load_ratio=float(raw.get("balanced_load_ratio", cls.balanced_load_ratio)),
             preferred_leaders={str(k): int(v) for k, v in raw.get("preferred_leaders", {}).items()},
             anti_affinity_groups=tuple(tuple(map(str, g)) for g in raw.get("anti_affinity_groups", ())),
             affinity_hints=tuple(tuple(map(str, g)) for g in raw.get("affinity_hints", ())),
@@ -154,6 +164,8 @@ class Constraints:
             "lpt_skip_ratio": self.lpt_skip_ratio,
             "vnodes_per_core": self.vnodes_per_core,
             "bounded_load_epsilon": self.bounded_load_epsilon,
+            "balanced_count_slack": self.balanced_count_slack,
+            "balanced_load_ratio": self.balanced_load_ratio,
             "preferred_leaders": dict(sorted(self.preferred_leaders.items())),
             "anti_affinity_groups": [list(g) for g in self.anti_affinity_groups],
             "affinity_hints": [list(g) for g in self.affinity_hints],

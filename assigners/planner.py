@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from assigners import hashing, lpt, range_assign, round_robin, sticky
+from assigners import balanced, hashing, lpt, range_assign, round_robin, sticky
 from assigners.balance import balance_leaders
 from assigners.budget import apply_move_budget
 from assigners.cores import assign_cores
@@ -22,6 +22,7 @@ from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.leadership import LeaderRules, apply_leader_rules
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
 from assigners.model import (
+    NOTES,
     SKIP_REASON,
     ClusterView,
     Constraints,
@@ -44,6 +45,7 @@ from assigners.validate import (
 Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
 
 STRATEGIES: dict[str, Strategy] = {
+    "balanced": balanced.assign,
     "consistent_hash": hashing.assign_ring,
     "lpt": lpt.assign,
     "range": range_assign.assign,
@@ -177,6 +179,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     warnings = config_entries_not_in_cluster(constraints, prepared, prepared_brokers, rules.missing)
     if warnings:
         notes.append(f"config names what this cluster lacks: {'; '.join(warnings)}")
+    notes.extend(assignment.attrs.get(NOTES, []))
     skip_reason = assignment.attrs.get(SKIP_REASON)
     if skip_reason and not rules.active:
         return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason], warnings=warnings)
