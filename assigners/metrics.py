@@ -9,8 +9,10 @@
 * replica / leader spread = max - min count over eligible brokers
 * rack violation = a partition spanning fewer racks than min(RF, racks)
 * moves = replicas added to brokers that did not hold them; leader moves
-* minimum moves = replicas forced off ineligible brokers (or added by an RF
-  increase) + sum over eligible brokers of max(0, kept replicas - ceil(average))
+* minimum moves = the larger of (a) replicas forced off ineligible brokers (or
+  added by an RF increase) + sum over eligible brokers of max(0, kept replicas
+  - ceil(average)) and (b) sum over eligible brokers of max(0, floor(weighted
+  share) - replicas held): every replica a broker gains is one move
 """
 
 from __future__ import annotations
@@ -245,7 +247,15 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
         kept_total += len(keep_valid([b for b in row if b in view.eligible_set], int(target), view))
     forced = int(rf.sum()) - kept_total
     ceiling = math.ceil(int(rf.sum()) / len(eligible))
-    return forced + int(np.maximum(counts - ceiling, 0).sum())
+    return max(forced + int(np.maximum(counts - ceiling, 0).sum()), _deficit(old, int(rf.sum()), eligible, view))
+
+
+def _deficit(old: np.ndarray, total: int, eligible: np.ndarray, view: ClusterView) -> int:
+    """Replicas the brokers below the floor of their weighted share must gain: one move each."""
+    held = np.bincount(np.searchsorted(eligible, old[np.isin(old, eligible)]), minlength=len(eligible))
+    weight = np.array([view.weight_of[int(b)] for b in eligible], dtype=float)
+    floor = np.floor(total * weight / weight.sum() + 1e-9).astype(np.int64)
+    return int(np.maximum(floor - held, 0).sum())
 
 
 def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.DataFrame) -> dict[str, float | None]:

@@ -22,7 +22,16 @@ from assigners.model import CORE0_RESERVE, LoadWeights
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
 TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
 # [planner] keys the strategies read; they travel inside Constraints
-STRATEGY_OPTIONS = ("lpt_skip_ratio", "vnodes_per_core", "bounded_load_epsilon", "load_weights")
+STRATEGY_OPTIONS = (
+    "lpt_skip_ratio",
+    "vnodes_per_core",
+    "bounded_load_epsilon",
+    "load_weights",
+    "balanced_count_slack",
+    "balanced_load_ratio",
+)
+# [planner.balanced] keys -> Constraints fields
+BALANCED_KEYS = {"count_slack": "balanced_count_slack", "load_ratio": "balanced_load_ratio"}
 LOAD_WEIGHT_KEYS = tuple(LoadWeights.__dataclass_fields__)
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
 
@@ -96,7 +105,8 @@ def _hash(value: Any) -> str:
 _SECTIONS = {
     "job": {"warehouse", "store"},
     "tables": set(TABLE_NAMES),
-    "planner": {"strategy", "seed", "wave_broker_limit", "allow_worse", *STRATEGY_OPTIONS},
+    "planner": {"strategy", "seed", "wave_broker_limit", "allow_worse", "balanced", *STRATEGY_OPTIONS}
+    - set(BALANCED_KEYS.values()),
     "constraints": {
         "excluded_brokers",
         "rack_aware",
@@ -278,7 +288,23 @@ def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]
         "vnodes_per_core": vnodes,
         "bounded_load_epsilon": eps,
         "load_weights": _load_weights(planner.get("load_weights", {}), source),
+        **_balanced(planner.get("balanced", {}), source),
     }
+
+
+def _balanced(raw: Any, source: str) -> dict[str, Any]:
+    """``[planner.balanced]``: count_slack (integer >= 1), load_ratio (number >= 1)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: [planner.balanced] must be a table")
+    _check_keys(raw, set(BALANCED_KEYS), "planner.balanced.", source)
+    defaults = Constraints()
+    slack = _typed(raw, "count_slack", int, defaults.balanced_count_slack, "planner.balanced.", source)
+    if slack < 1:
+        raise ConfigError(f"{source}: planner.balanced.count_slack must be >= 1, got {slack}")
+    ratio = _number(raw, "load_ratio", defaults.balanced_load_ratio, source, "planner.balanced.")
+    if ratio is None or ratio < 1:
+        raise ConfigError(f"{source}: planner.balanced.load_ratio must be >= 1, got {ratio}")
+    return {"balanced_count_slack": slack, "balanced_load_ratio": ratio}
 
 
 def _load_weights(raw: Any, source: str) -> LoadWeights:

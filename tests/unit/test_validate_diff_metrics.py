@@ -120,8 +120,9 @@ def test_metrics_loads_bound_spread_and_min_moves():
     assert m.load_lower_bound == pytest.approx(max((40 + 120 + 40) / 24, 90 / 8))
     assert (m.moves, m.leader_moves, m.bytes_to_move) == (1, 1, 2000)
     assert (m.replica_spread_before, m.replica_spread_after) == (2, 1)
-    # 4 replicas over 3 brokers: ceil = 2, nobody above it, nothing forced off
-    assert minimum_moves(before, parts["rf"].to_numpy(), view) == 0
+    # 4 replicas over 3 brokers: ceil = 2, nobody above it, nothing forced off; but broker 3 holds none
+    # and a count-balanced plan gives it floor(4/3) = 1, so one replica must move there
+    assert minimum_moves(before, parts["rf"].to_numpy(), view) == 1
 
 
 def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
