@@ -58,6 +58,7 @@ Change = tuple[tuple[int, int, bool, bool], ...]
 Option = tuple[float, float, int, int, Change]
 
 ROUNDS_PER_GOAL = 2000
+FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 CANDIDATES = 6  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 PARTNER_BROKERS = 6  # least loaded brokers whose replicas are tried as swap partners
 
@@ -102,8 +103,19 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         return frame
     replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
     settle(replicas, partitions, view)
-    search = _GoalSearch(replicas, partitions, view, resources, options)
-    notes = [note for resource in resources if (note := search.balance(resource))]
+    for _ in range(FIXPOINT_ROUNDS):  # until a round changes nothing: re-planning the result then moves nothing
+        search = _GoalSearch(replicas, partitions, view, resources, options)
+        notes = [note for resource in resources if (note := search.balance(resource))]
+        if not search.actions + search.undo_needless_moves():
+            break
+    kept = _GoalSearch(preferred, partitions, view, resources, options)
+    newly_met = any(now and not before for before, now in zip(kept.goals_met(), search.goals_met()))
+    if not newly_met and _legal_and_even(preferred, rf, partitions, kept, view):
+        # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
+        # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
+        frame = assignment_frame(topics, numbers, preferred)
+        frame.attrs[NOTES] = [*notes, "no goal the layout misses can be met: it stays as it is"]
+        return frame
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame
@@ -141,14 +153,20 @@ def _within_every_threshold(
     options: Constraints,
 ) -> bool:
     """Is the preferred layout legal, nothing forced, and every goal already met?"""
-    if not view.eligible or any(keep_valid(list(r), n, view) != list(r) for r, n in zip(preferred, rf)):
+    search = _GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
+    return search is not None and _legal_and_even(preferred, rf, partitions, search, view) and all(search.goals_met())
+
+
+def _legal_and_even(
+    layout: list[list[int]], rf: list[int], partitions: pd.DataFrame, search: _GoalSearch, view: ClusterView
+) -> bool:
+    """Nothing forced (every replica may stay, no cap broken) and replica and leader counts in their bands."""
+    if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(layout, rf)):
         return False
-    usage = Usage(preferred, partitions["size_bytes"].to_numpy(), view)
+    usage = Usage(layout, partitions["size_bytes"].to_numpy(), view)
     if any(usage.over_capacity(b) for b in view.eligible):
         return False
-    search = _GoalSearch(preferred, partitions, view, resources, options)
-    counts_ok = all(search.count_band(b, leaders) == (0, 0) for b in range(len(view.eligible)) for leaders in (0, 1))
-    return counts_ok and all(search.ratio(k) <= options.balanced_load_ratio for k in range(len(resources)))
+    return all(search.count_band(b, leaders) == (0, 0) for b in range(len(view.eligible)) for leaders in (0, 1))
 
 
 class _GoalSearch:
@@ -191,8 +209,15 @@ class _GoalSearch:
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
         self.share = [self.count.sum() * weight / weight.sum(), self.leaders.sum() * weight / weight.sum()]
-        self.moved: set[tuple[int, int, int]] = set()  # (topic, from, to) of this pass's moves
+        # (topic, from, to) of the plan's moves so far, against the live layout: never the reverse as well
+        self.moved: set[tuple[int, int, int]] = {
+            (int(self.topic[i]), a, b)
+            for i, (reps, live) in enumerate(zip(replicas, self.live))
+            for a in live - set(reps)
+            for b in set(reps) - live
+        }
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
+        self.actions = 0
 
     # -- measures ----------------------------------------------------------------------
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
@@ -203,6 +228,11 @@ class _GoalSearch:
     def amount_as(self, k: int, row: int, lead: bool) -> float:
         i = int(self.part[row])
         return float(self.as_leader[k][i] if lead else self.as_follower[k][i])
+
+    def goals_met(self) -> list[bool]:
+        """Per load goal: within its threshold?"""
+        limit = self.options.balanced_load_ratio * (1 + 1e-9)
+        return [self.ratio(k) <= limit for k in range(len(self.resources))]
 
     def ratio(self, k: int) -> float:
         return float(self.load[k].max(initial=0.0)) / self.bounds[k] if self.bounds[k] > 0 else 0.0
@@ -392,6 +422,42 @@ class _GoalSearch:
             rows = self._rows[slot] = np.sort(np.fromiter(self.on[slot], dtype=np.int64, count=len(self.on[slot])))
         return rows
 
+    def undo_needless_moves(self) -> int:
+        """Put replicas the plan moved back on a live broker of their partition wherever nothing gets worse.
+
+        Nothing worse: the rules hold, counts stay in (or closer to) their band,
+        and no goal's load rises above its threshold (or above its current
+        maximum when it is not met). Each undo saves a move. Returns how many.
+        """
+        undone = 0
+        for row in np.flatnonzero(self.slot >= 0).tolist():
+            i, slot = int(self.part[row]), int(self.slot[row])
+            if int(self.brokers[slot]) in self.live[i]:
+                continue
+            for home in sorted(self.live[i] - set(self.replicas[i])):
+                back = int(np.searchsorted(self.brokers, home))
+                if back < len(self.brokers) and self.brokers[back] == home and self._undo_ok(row, slot, back):
+                    self._set(row, back, bool(self.lead[row]), relocate=True)
+                    undone += 1
+                    break
+        return undone
+
+    def _undo_ok(self, row: int, slot: int, back: int) -> bool:
+        i, lead = int(self.part[row]), bool(self.lead[row])
+        if not (self._count_ok(self.count, 0, slot, -1) and self._count_ok(self.count, 0, back, +1)):
+            return False
+        if lead and not (self._count_ok(self.leaders, 1, slot, -1) and self._count_ok(self.leaders, 1, back, +1)):
+            return False
+        old, home = int(self.brokers[slot]), int(self.brokers[back])
+        if not may_replace(self.replicas[i], old, home, self.view) or not self.usage.room_for(i, home):
+            return False
+        after = self._loads_after(((row, back, lead, True),))
+        return all(
+            after[k][back] <= max(self.target(k), float(self.load[k].max())) * (1 + 1e-9)
+            for k in range(len(self.resources))
+            if self.bounds[k] > 0
+        )
+
     def _may_leave(self, row: int) -> bool:
         """A replica moves at most once: one this pass placed stays."""
         return (int(self.part[row]), int(self.brokers[self.slot[row]])) not in self.twice
@@ -423,6 +489,7 @@ class _GoalSearch:
         return True
 
     def _apply(self, change: Change) -> None:
+        self.actions += 1
         for row, slot, lead, relocate in change:
             self._set(row, slot, lead, relocate)
 
