@@ -99,6 +99,34 @@ def small(repeat: int) -> None:
         print(f"  {strategy:<16} median {median * 1000:7.0f} ms  {flag:<4}  {json.dumps(figures[strategy])}")
 
 
+def scenarios(repeat: int) -> None:
+    """balanced beside sticky and lpt on clusters that need rebalancing (issue 12's table)."""
+    from tests.unit.scenarios import SCENARIOS, scenario
+
+    print("\nscenarios, 24 brokers x 3 racks x 3,000 partitions (RF 3): moves / min_moves, max / bound per resource")
+    columns = ("ms", "moves/min", "load", "in", "out", "disk")
+    print(f"  {'scenario':<15} {'strategy':<9} " + " ".join(f"{c:>6}" for c in columns) + " spreads")
+    for kind in SCENARIOS:
+        brokers, parts = scenario(kind, 24, 3_000, seed=7)
+        for strategy in ("sticky", "lpt", "balanced"):
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                result = plan_cluster(brokers, parts, PlanRequest("bench", strategy, allow_worse=True))
+                times.append(time.perf_counter() - start)
+            m = result.metrics
+            if m is None:
+                print(f"  {kind:<15} {strategy:<9} {result.status}: {(result.error or '; '.join(result.notes))[:80]}")
+                continue
+            ratios = [m.max_load_after / (m.load_lower_bound or 1), m.bytes_in_ratio_after, m.bytes_out_ratio_after]
+            ratios.append(m.disk_ratio_after)
+            shown = " ".join(f"{r or 0:6.3f}" for r in ratios)
+            print(
+                f"  {kind:<15} {strategy:<9} {statistics.median(times) * 1000:6.0f} "
+                f"{m.moves / max(m.min_moves, 1):9.2f} {shown} {m.replica_spread_after}/{m.leader_spread_after}"
+            )
+
+
 def big_child(strategy: str) -> None:
     brokers, parts = cluster(1_000_000, 500, 10)
     elapsed, figures = run_one(strategy, brokers, parts)
@@ -143,6 +171,7 @@ def main() -> int:
         return 0
     if not args.only_1m:
         small(args.repeat)
+        scenarios(3)
     if not args.skip_1m:
         big(args.timeout)
     return 0
