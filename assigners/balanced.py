@@ -56,6 +56,8 @@ from assigners.placement import Usage, keep_valid, may_replace
 Change = tuple[tuple[int, int, bool, bool], ...]
 # An action with its sort key: (not fixing the goal, bytes moved (per gain when not fixing), kind, tie-break)
 Option = tuple[float, float, int, int, Change]
+# A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal
+Held = tuple[int, np.ndarray, np.ndarray, np.ndarray]
 
 ROUNDS_PER_GOAL = 2000
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
@@ -298,11 +300,12 @@ class _GoalSearch:
         fixing = order[self.amount(k, order) >= excess]
         picks = list(dict.fromkeys([*order[:CANDIDATES].tolist(), *fixing[-CANDIDATES:].tolist()]))
         partners = [c for c in np.argsort(self.load[k], kind="stable")[: PARTNER_BROKERS + 1].tolist() if c != top]
+        held: list[Held] = [(c, *self._rows_and_amounts(k, c)) for c in partners[:PARTNER_BROKERS]]
         options: list[Option] = []
         for r in picks:
             options += self._transfers(k, r, top)
             if self._may_leave(r):
-                options += self._moves_and_swaps(k, r, top, partners[:PARTNER_BROKERS])
+                options += self._moves_and_swaps(k, r, top, held)
         options.sort(key=lambda o: o[:4])
         for *_, change in options:
             if self._legal(change) and self._accepted(k, self._loads_after(change)):
@@ -369,19 +372,24 @@ class _GoalSearch:
         rows = range(int(self.first_row[i]), int(self.first_row[i + 1]))
         return next(row for row in rows if int(self.slot[row]) == slot)
 
-    def _moves_and_swaps(self, k: int, r: int, top: int, partners: list[int]) -> list[Option]:
+    def _rows_and_amounts(self, k: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A partner broker's rows, which of them lead, and their amounts of goal ``k``."""
+        rows = self.rows_on(c)
+        return rows, self.lead[rows], self.amount(k, rows)
+
+    def _moves_and_swaps(self, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
         """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
         lead, mine, size = bool(self.lead[r]), float(self.row_amount[k][r]), int(self.sizes[self.part[r]])
         cap, load, out = self.capacity[k], self.load[k], list[Option]()
-        for c in partners:
+        for c, all_rows, leads, amounts in held:
             key = self._key(k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], size)
             if key is not None:
                 out.append((*key, 1, c, ((r, c, lead, True),)))
-            rows = self.rows_on(c)
-            rows = rows[(self.lead[rows] == lead) & (self.amount(k, rows) < mine)]
+            same = (leads == lead) & (amounts < mine)
+            rows = all_rows[same]
             if not len(rows):
                 continue
-            delta = mine - self.amount(k, rows)
+            delta = mine - amounts[same]
             new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
             best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES]
             for n in best.tolist():
