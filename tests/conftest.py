@@ -10,6 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import settings
+
+# CI (CI=true, as .ci/run is called) replays the same examples every run, so a landing never depends
+# on the draw; local runs keep exploring new ones (and hypothesis keeps what fails in .hypothesis/).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
