@@ -96,7 +96,12 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     rf = partitions["rf"].tolist()
     resources = _resources(partitions, brokers, view)
     options = constraints
-    if _within_every_threshold(preferred, rf, partitions, resources, view, options):
+    # judge the preferred layout first, then let its search go: at 1M partitions each holds ~1 GiB
+    kept = _GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
+    preferred_even = kept is not None and _legal_and_even(preferred, rf, partitions, kept, view)
+    preferred_met = kept.goals_met() if kept is not None else []
+    del kept
+    if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
         frame.attrs[SKIP_REASON] = (
             f"within every balance threshold (counts within {options.balanced_count_slack}, "
@@ -105,14 +110,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         return frame
     replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
     settle(replicas, partitions, view)
-    for _ in range(FIXPOINT_ROUNDS):  # until a round changes nothing: re-planning the result then moves nothing
-        search = _GoalSearch(replicas, partitions, view, resources, options)
-        notes = [note for resource in resources if (note := search.balance(resource))]
-        if not search.actions + search.undo_needless_moves():
-            break
-    kept = _GoalSearch(preferred, partitions, view, resources, options)
-    newly_met = any(now and not before for before, now in zip(kept.goals_met(), search.goals_met()))
-    if not newly_met and _legal_and_even(preferred, rf, partitions, kept, view):
+    notes, met = _reach_goals(replicas, partitions, view, resources, options)
+    if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
         frame = assignment_frame(topics, numbers, preferred)
@@ -121,6 +120,28 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame
+
+
+def _reach_goals(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> tuple[list[str], list[bool]]:
+    """The load goals in turn, over again from a fresh search until a round changes nothing; in place.
+
+    Returns the notes of the goals left unmet and which goals are met.
+    """
+    for _ in range(FIXPOINT_ROUNDS):
+        search = _GoalSearch(replicas, partitions, view, resources, options)
+        notes = [note for resource in resources if (note := search.balance(resource))]
+        changed = search.actions + search.undo_needless_moves()
+        met = search.goals_met()
+        del search  # one search alive at a time
+        if not changed:
+            break
+    return notes, met
 
 
 def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterView) -> list[Resource]:
@@ -144,19 +165,6 @@ def _bound(resource: Resource, rf: np.ndarray) -> float:
     """The resource's lower bound per unit of capacity (see :func:`assigners.metrics.load_lower_bound`)."""
     frame = pd.DataFrame({"weight": resource.capacity, "eligible": True})
     return load_lower_bound(resource.leader, resource.follower, rf, frame)
-
-
-def _within_every_threshold(
-    preferred: list[list[int]],
-    rf: list[int],
-    partitions: pd.DataFrame,
-    resources: list[Resource],
-    view: ClusterView,
-    options: Constraints,
-) -> bool:
-    """Is the preferred layout legal, nothing forced, and every goal already met?"""
-    search = _GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
-    return search is not None and _legal_and_even(preferred, rf, partitions, search, view) and all(search.goals_met())
 
 
 def _legal_and_even(
