@@ -155,6 +155,7 @@ def balance_replica_counts(
     sizes: np.ndarray | None = None,
     topics: np.ndarray | None = None,
     usage: Usage | None = None,
+    moved: set[tuple[int, int, int]] | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -164,7 +165,8 @@ def balance_replica_counts(
     equal weights that is "counts differ by 2 or more", so it stops at
     max - min <= 1 or when no legal move is left. Moves respect the caps
     (``sizes`` gives the bytes each replica adds) and never send a replica
-    of a topic from B to A after another went from A to B (``topics`` codes).
+    of a topic from B to A after another went from A to B (``topics`` codes;
+    ``moved`` seeds the (topic, from, to) the plan already makes, e.g. forced).
     Returns the number of moves made.
 
     Notes
@@ -181,7 +183,7 @@ def balance_replica_counts(
         return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     index = _ReplicaIndex(assignment, view)
-    moved: set[tuple[int, int, int]] = set()
+    moved = set() if moved is None else set(moved)
     moves = _bulk_count_moves(index, usage, topic_of, moved)
     while True:
         chain = _find_count_move(index, usage, topic_of, moved)
@@ -303,18 +305,35 @@ def _chain(parent: dict[int, tuple[int, int]], source: int, end: int) -> list[tu
     return hops[::-1]
 
 
-def settle(assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterView) -> None:
+def settle(
+    assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterView, since: list[list[int]] | None = None
+) -> None:
     """The finish every count-balancing strategy shares, in place.
 
     Replicas above a broker cap go, missing replicas are filled on the
     emptiest legal brokers, then replica counts and leaders are evened out.
+    ``since``: the layout the plan's moves are counted from (the live one),
+    for strategies that keep it; the changes made up to the balancing
+    (forced ones) then count for its A->B / B->A rule too.
     """
     sizes = partitions["size_bytes"].to_numpy()
     usage = Usage(assignment, sizes, view)
     evict_over_capacity(assignment, usage)
     refill(assignment, partitions["rf"].to_numpy(), usage)
-    balance_replica_counts(assignment, view, sizes, topic_codes(partitions), usage)
+    topics = topic_codes(partitions)
+    moved = None if since is None else topic_moves(since, assignment, topics)
+    balance_replica_counts(assignment, view, sizes, topics, usage, moved)
     balance_leaders(assignment, view)
+
+
+def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndarray) -> set[tuple[int, int, int]]:
+    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins."""
+    out: set[tuple[int, int, int]] = set()
+    for t, old, new in zip(topics.tolist(), before, after):
+        if old != new:
+            gone, joined = set(old) - set(new), set(new) - set(old)
+            out.update((t, a, b) for a in gone for b in joined)
+    return out
 
 
 def balance_leaders(

@@ -34,6 +34,7 @@ partition that stands in the way.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,7 +110,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         )
         return frame
     replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
-    settle(replicas, partitions, view)
+    settle(replicas, partitions, view, since=partitions["current"].tolist())
     notes, met = _reach_goals(replicas, partitions, view, resources, options)
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
@@ -219,13 +220,11 @@ class _GoalSearch:
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
         self.share = [self.count.sum() * weight / weight.sum(), self.leaders.sum() * weight / weight.sum()]
-        # (topic, from, to) of the plan's moves so far, against the live layout: never the reverse as well
-        self.moved: set[tuple[int, int, int]] = {
-            (int(self.topic[i]), a, b)
-            for i, (reps, live) in enumerate(zip(replicas, self.live))
-            for a in live - set(reps)
-            for b in set(reps) - live
-        }
+        # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
+        # moves are every pair of a broker it leaves and one it joins): never the reverse as well
+        self.moved: Counter[tuple[int, int, int]] = Counter()
+        for i, reps in enumerate(replicas):
+            self.moved.update(self._moves_of(i, reps))
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self.actions = 0
 
@@ -478,11 +477,18 @@ class _GoalSearch:
         """A replica moves at most once: one this pass placed stays."""
         return (int(self.part[row]), int(self.brokers[self.slot[row]])) not in self.twice
 
+    def _moves_of(self, i: int, reps: list[int]) -> list[tuple[int, int, int]]:
+        """(topic, from, to) of partition ``i`` going from its live layout to ``reps``."""
+        live, now, topic = self.live[i], set(reps), int(self.topic[i])
+        return [(topic, a, b) for a in live - now for b in now - live]
+
     def _may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
+        """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?"""
         old, new = int(self.brokers[old_slot]), int(self.brokers[new_slot])
-        if (int(self.topic[i]), new, old) in self.moved or not may_replace(reps, old, new, self.view):
+        if not may_replace(reps, old, new, self.view) or not self.usage.room_for(i, new):
             return False
-        return self.usage.room_for(i, new)
+        after = [new if b == old else b for b in reps]
+        return not any(self.moved[(t, b, a)] for t, a, b in self._moves_of(i, after))
 
     def _loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
@@ -522,10 +528,11 @@ class _GoalSearch:
         reps = self.replicas[i]
         old, new = int(self.brokers[old_slot]), int(self.brokers[slot])
         if relocate:
+            self.moved.subtract(self._moves_of(i, reps))
             reps[reps.index(old)] = new
+            self.moved.update(self._moves_of(i, reps))
             self.usage.remove(i, old)
             self.usage.add(i, new)
-            self.moved.add((int(self.topic[i]), old, new))
             if new not in self.live[i]:
                 self.twice.add((i, new))
         if lead and reps[0] != new:

@@ -61,7 +61,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     baseline = partitions["preferred"].tolist()
     pressure = replica_pressure(baseline, view)
     replicas = [keep_valid(list(base), int(r), view, pressure) for base, r in zip(baseline, rf.tolist())]
-    settle(replicas, partitions, view)
+    settle(replicas, partitions, view, since=partitions["current"].tolist())
     _even_out_load(replicas, partitions, brokers, view)
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
