@@ -99,7 +99,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     options = constraints
     # judge the preferred layout first, then let its search go: at 1M partitions each holds ~1 GiB
     kept = _GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
-    preferred_even = kept is not None and _legal_and_even(preferred, rf, partitions, kept, view)
+    preferred_even = kept is not None and _legal_and_even(kept, rf, view)
     preferred_met = kept.goals_met() if kept is not None else []
     del kept
     if preferred_even and all(preferred_met):
@@ -168,14 +168,12 @@ def _bound(resource: Resource, rf: np.ndarray) -> float:
     return load_lower_bound(resource.leader, resource.follower, rf, frame)
 
 
-def _legal_and_even(
-    layout: list[list[int]], rf: list[int], partitions: pd.DataFrame, search: _GoalSearch, view: ClusterView
-) -> bool:
-    """Nothing forced (every replica may stay, no cap broken) and replica and leader counts in their bands."""
-    if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(layout, rf)):
+def _legal_and_even(search: _GoalSearch, rf: list[int], view: ClusterView) -> bool:
+    """In the search's layout nothing is forced (every replica may stay, no cap broken), and replica and
+    leader counts are in their bands."""
+    if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(search.replicas, rf)):
         return False
-    usage = Usage(layout, partitions["size_bytes"].to_numpy(), view)
-    if any(usage.over_capacity(b) for b in view.eligible):
+    if any(search.usage.over_capacity(b) for b in view.eligible):
         return False
     return all(search.count_band(b, leaders) == (0, 0) for b in range(len(view.eligible)) for leaders in (0, 1))
 

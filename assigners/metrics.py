@@ -278,11 +278,19 @@ def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.
         "bytes_out": (partitions["bytes_out"].to_numpy(dtype=float), np.zeros(len(matrix)), brokers),
         "disk": (sizes, sizes, by_disk),
     }
+    # one flattening of the plan for every resource (as broker_table does per call)
+    flat_brokers, part_idx, is_leader = _flatten(matrix)
+    ids = np.union1d(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
+    pos = np.searchsorted(ids, flat_brokers)
+    known = np.searchsorted(ids, brokers["broker_id"].to_numpy(dtype=np.int64))
     out: dict[str, float | None] = {}
     for name, (lead, follow, capacities) in resources.items():
         bound = load_lower_bound(lead, follow, rf, capacities)
-        table = broker_table(matrix, lead, follow, capacities)
-        out[name] = float(table["load"].max()) / bound if bound > 0 and len(table) else None
+        weight = np.ones(len(ids))  # brokers missing from the frame weigh 1, as in broker_table
+        weight[known] = capacities["weight"].to_numpy(dtype=float)
+        amounts = np.where(is_leader, lead[part_idx], follow[part_idx]) if len(part_idx) else np.zeros(0)
+        load = np.bincount(pos, weights=amounts, minlength=len(ids)) / weight
+        out[name] = float(load.max()) / bound if bound > 0 and len(ids) else None
     return out
 
 
