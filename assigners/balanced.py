@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from assigners.balance import settle
+from assigners.balance import settle, topic_moves
 from assigners.metrics import load_lower_bound
 from assigners.model import (
     NOTES,
@@ -55,15 +55,19 @@ from assigners.placement import Usage, keep_valid, may_replace
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
 Change = tuple[tuple[int, int, bool, bool], ...]
-# An action with its sort key: (not fixing the goal, bytes moved (per gain when not fixing), kind, tie-break)
-Option = tuple[float, float, int, int, Change]
+# An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
+# bytes moved (per gain when not fixing), kind, tie-break)
+Option = tuple[float, int, float, int, int, Change]
 # A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal
 Held = tuple[int, np.ndarray, np.ndarray, np.ndarray]
 
 ROUNDS_PER_GOAL = 2000
+RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 CANDIDATES = 6  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 PARTNER_BROKERS = 6  # least loaded brokers whose replicas are tried as swap partners
+PAIR_TRIES = 8  # second undos tried per moved replica
+LATER_GOAL_TRIES = 6  # equally cheap accepted options compared by what they do to the later goals
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     options = constraints
     # judge the preferred layout first, then let its search go: at 1M partitions each holds ~1 GiB
     kept = _GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
-    preferred_even = kept is not None and _legal_and_even(kept, rf, view)
+    preferred_even = kept is not None and _legal_and_settled(kept, partitions, view)
     preferred_met = kept.goals_met() if kept is not None else []
     del kept
     if preferred_even and all(preferred_met):
@@ -112,6 +116,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
     settle(replicas, partitions, view, since=partitions["current"].tolist())
     notes, met = _reach_goals(replicas, partitions, view, resources, options)
+    notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -121,6 +126,40 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame
+
+
+def _restart_from_own_plan(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    reached: tuple[list[str], list[bool]],
+) -> tuple[list[str], list[bool]]:
+    """Where goals stay unmet, search again as if the plan were already executed; in place.
+
+    The search's rules are relative to the live layout (a replica moves
+    once, sending one back saves a move), so a search that starts from its
+    own plan can reach what the first one could not, which is what a second
+    run after executing the plan would do. Doing it here meets the goal one
+    run earlier, and re-planning a plan's own output then finds nothing
+    left. Kept only when it meets more goals (in priority order) and, against
+    the live layout, still never moves a replica of a topic A->B and B->A.
+    """
+    notes, met = reached
+    live = partitions["current"].tolist()
+    topics = topic_codes(partitions)
+    for _ in range(RESTARTS):
+        if all(met):
+            break
+        again = [list(r) for r in replicas]
+        new_notes, new_met = _reach_goals(again, partitions.assign(current=replicas), view, resources, options)
+        pairs = topic_moves(live, again, topics)
+        if new_met <= met or any((t, b, a) in pairs for t, a, b in pairs):
+            break  # lists of bools compare in priority order: the first goal it newly meets decides
+        replicas[:] = again
+        notes, met = new_notes, new_met
+    return notes, met
 
 
 def _reach_goals(
@@ -136,7 +175,7 @@ def _reach_goals(
     """
     for _ in range(FIXPOINT_ROUNDS):
         search = _GoalSearch(replicas, partitions, view, resources, options)
-        notes = [note for resource in resources if (note := search.balance(resource))]
+        notes = [*search.count_notes(), *(note for resource in resources if (note := search.balance(resource)))]
         changed = search.actions + search.undo_needless_moves()
         met = search.goals_met()
         del search  # one search alive at a time
@@ -168,14 +207,17 @@ def _bound(resource: Resource, rf: np.ndarray) -> float:
     return load_lower_bound(resource.leader, resource.follower, rf, frame)
 
 
-def _legal_and_even(search: _GoalSearch, rf: list[int], view: ClusterView) -> bool:
-    """In the search's layout nothing is forced (every replica may stay, no cap broken), and replica and
-    leader counts are in their bands."""
+def _legal_and_settled(search: _GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
+    """In the search's layout nothing is forced (every replica may stay, no cap broken), and the shared
+    count balancing finds no replica or leader to move (counts in their bands, or as close as racks allow)."""
+    rf = partitions["rf"].tolist()
     if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(search.replicas, rf)):
         return False
     if any(search.usage.over_capacity(b) for b in view.eligible):
         return False
-    return all(search.count_band(b, leaders) == (0, 0) for b in range(len(view.eligible)) for leaders in (0, 1))
+    settled = [list(r) for r in search.replicas]
+    settle(settled, partitions, view, since=partitions["current"].tolist())
+    return settled == search.replicas
 
 
 class _GoalSearch:
@@ -193,6 +235,8 @@ class _GoalSearch:
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.live = [set(r) for r in partitions["current"]]
         self.topic = topic_codes(partitions)
+        self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
+        self.spans_every_rack = view.required_domains_each(partitions["rf"].to_numpy()) >= view.n_domains
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
         self.usage = Usage(replicas, self.sizes, view)
         rf = partitions["rf"].to_numpy(dtype=np.int64)
@@ -201,6 +245,9 @@ class _GoalSearch:
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
         self.lead = position == 0
+        live = replica_matrix(list(partitions["current"]))
+        # rows on a broker that does not hold their partition live (the plan moved them there)
+        self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
         # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount
         self.as_leader = [r.leader.tolist() for r in resources]
         self.as_follower = [r.follower.tolist() for r in resources]
@@ -261,6 +308,30 @@ class _GoalSearch:
         low, high = self.band(b, leaders)
         return max(0, low - have), max(0, have - high)
 
+    def count_notes(self) -> list[str]:
+        """Why replica or leader counts stay outside their band, naming the broker furthest out (and the rack
+        when the rack rule forces it)."""
+        notes = []
+        for leaders, what in ((0, "replicas"), (1, "leaders")):
+            off = [sum(self.count_band(b, leaders)) for b in range(len(self.brokers))]
+            if not off or max(off) == 0:
+                continue
+            b = int(np.argmax(off))
+            low, high = self.band(b, leaders)
+            have = int((self.leaders if leaders else self.count)[b])
+            where = f"broker {int(self.brokers[b])} holds {have} {what} (band {low}-{high})"
+            weight = np.array([self.view.weight_of[x] for x in self.view.eligible], dtype=float)
+            rack, floor = self.rack_floor(np.ones(len(self.spans_every_rack)), weight)
+            in_rack = [x for x, broker in enumerate(self.brokers.tolist()) if self.view.domain_of[broker] == rack]
+            if not leaders and any(floor * weight[x] > self.band(x, 0)[1] for x in in_rack):
+                notes.append(
+                    f"replica count goal out of reach: rack {rack} must hold a replica of each of the "
+                    f"{int(self.spans_every_rack.sum()):,} partitions that span every rack; {where}"
+                )
+            else:
+                notes.append(f"{what} count goal not met: {where}; racks, caps or pins leave no legal move")
+        return notes
+
     def _count_ok(self, counts: np.ndarray, leaders: int, b: int, delta: int) -> bool:
         """May broker ``b``'s count change by ``delta`` without leaving (or leaving further) its band?"""
         after = int(counts[b]) + delta
@@ -280,14 +351,42 @@ class _GoalSearch:
         if self.ratio(k) <= self.options.balanced_load_ratio * (1 + 1e-9):
             return None
         top = int(np.argmax(self.load[k]))
-        mine = np.flatnonzero(self.slot == top)
+        where = f"broker {int(self.brokers[top])} at {self.ratio(k):.2f}x the lower bound"
+        threshold = f"threshold {self.options.balanced_load_ratio}"
+        rack, floor = self.rack_floor(resource.follower, resource.capacity)
+        if floor > self.target(k) * (1 + 1e-9):
+            spanning = int(self.spans_every_rack.sum())
+            return (
+                f"{resource.name} goal out of reach: rack {rack} must hold a replica of each of the {spanning:,} "
+                f"partitions that span every rack, {floor / self.bounds[k]:.2f}x the lower bound per unit of "
+                f"capacity ({threshold}); {where}"
+            )
+        mine = self.rows_on(top)
         heaviest = mine[np.argmax(self.amount(k, mine))] if len(mine) else None
-        hot = "" if heaviest is None else f"; its heaviest replica is partition #{int(self.part[heaviest])}"
+        hot = "" if heaviest is None else f"; its heaviest replica is {self.name(int(self.part[heaviest]))}"
         return (
-            f"{resource.name} goal not met: broker {int(self.brokers[top])} at {self.ratio(k):.2f}x the lower bound "
-            f"(threshold {self.options.balanced_load_ratio}){hot}; no legal action lowers it without breaking "
-            "an earlier goal"
+            f"{resource.name} goal not met: {where} ({threshold}){hot}; no legal action lowers it without "
+            "breaking an earlier goal"
         )
+
+    def rack_floor(self, follower: np.ndarray, capacity: np.ndarray) -> tuple[str, float]:
+        """The rack with the least capacity, and the load per unit of capacity it must carry at least.
+
+        A partition that must span every rack (``required_domains`` equal to
+        the racks there are) has a replica, at least a follower, in each, so
+        the smallest rack carries their follower amounts over its capacity.
+        """
+        if not self.spans_every_rack.any() or self.view.n_domains < 2:
+            return "", 0.0
+        racks: dict[str, float] = {}
+        for slot, b in enumerate(self.brokers.tolist()):
+            racks[self.view.domain_of[b]] = racks.get(self.view.domain_of[b], 0.0) + float(capacity[slot])
+        rack = min(sorted(racks), key=lambda d: racks[d])
+        return rack, float(follower[self.spans_every_rack].sum()) / racks[rack] if racks[rack] > 0 else 0.0
+
+    def name(self, i: int) -> str:
+        """Partition ``i`` as topic:partition, as the config names partitions."""
+        return f"{self.topics[i]}:{self.numbers[i]}"
 
     def _improve(self, k: int, top: int) -> bool:
         """Apply the best accepted action that lowers broker ``top``'s load of goal ``k``.
@@ -309,22 +408,75 @@ class _GoalSearch:
         options: list[Option] = []
         for r in picks:
             options += self._transfers(k, r, top)
-            if self._may_leave(r):
-                options += self._moves_and_swaps(k, r, top, held)
-        options.sort(key=lambda o: o[:4])
-        for *_, change in options:
-            if self._legal(change) and self._accepted(k, self._loads_after(change)):
-                self._apply(change)
-                return True
-        return False
+            options += self._moves_and_swaps(k, r, top, held)
+        # replicas the plan moved onto top, towards their live home: sending one back (or swapping it
+        # for one from there) undoes a move instead of adding one
+        for r in order[self.moved_in[order]][:CANDIDATES].tolist():
+            homes = [self._slot_of(b) for b in sorted(self.live[int(self.part[r])] - set(self.replicas[int(self.part[r])]))]
+            home_held = [(c, *self._rows_and_amounts(k, c)) for c in homes if c is not None and c != top]
+            options += self._moves_and_swaps(k, r, top, home_held)
+        if not any(o[0] == 0.0 and o[1] <= 0 for o in options):
+            # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
+            for r in order[self.lead[order]][:CANDIDATES].tolist():
+                options += self._transfer_chains(k, r, top)
+        options.sort(key=lambda o: o[:5])
+        best: tuple[float, int, Change] | None = None
+        tried, first_class = 0, None
+        for option in options:
+            change = option[-1]
+            if first_class is not None and (option[:2] != first_class or tried >= LATER_GOAL_TRIES):
+                break
+            after = self._loads_after(change) if self._legal(change) else None
+            if after is None or not self._accepted(k, after):
+                continue
+            first_class = option[:2]
+            candidate = (self._later_excess(k, after), tried, change)
+            best = candidate if best is None else min(best, candidate, key=lambda c: c[:2])
+            tried += 1
+        if best is not None:
+            self._apply(best[2])
+        return best is not None
 
-    def _key(self, k: int, top: int, c: int, new_top: float, new_c: float, moved: int) -> tuple[float, float] | None:
-        """(not fixing, cost) of an option leaving ``top`` at ``new_top`` and ``c`` at ``new_c``; None: no gain."""
+    def _later_excess(self, k: int, after: list[dict[int, float]]) -> float:
+        """How much an option raises the goals after ``k`` above their thresholds on the brokers it touches
+        (negative: how much it brings them down), each per its own bound.
+
+        Among equally cheap options the one that helps the goals still to
+        come saves the moves they would spend on its side effects; this only
+        breaks ties, it never makes an option cheaper or a goal blended.
+        """
+        excess = 0.0
+        for j in range(k + 1, len(self.resources)):
+            if self.bounds[j] <= 0:
+                continue
+            target = self.target(j)
+            before = max(float(self.load[j][b]) for b in after[j])
+            excess += (max(0.0, max(after[j].values()) - target) - max(0.0, before - target)) / self.bounds[j]
+        return excess
+
+    def _key(
+        self, k: int, top: int, c: int, new_top: float, new_c: float, cost: tuple[int, int] = (0, 0)
+    ) -> tuple[float, int, float] | None:
+        """(not fixing, moves added, bytes) of an option leaving ``top`` at ``new_top`` and ``c`` at ``new_c``,
+        given its ``cost`` (moves added, bytes moved); None: no gain."""
         peak, new_peak = self.load[k][top], max(new_top, new_c)
         if new_peak >= peak * (1 - 1e-9):
             return None
+        moves, moved = cost
         fixes = new_peak <= self.target(k) * (1 + 1e-9)
-        return (0.0, float(moved)) if fixes else (1.0, moved / (peak - new_peak))
+        return (0.0, moves, float(moved)) if fixes else (1.0, moves, moved / (peak - new_peak))
+
+    def _cost(self, row: int, slot: int) -> tuple[int, int]:
+        """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
+        onto a broker that does not hold the partition live adds one, back onto one that does saves one."""
+        i = int(self.part[row])
+        live = self.live[i]
+        moves = int(int(self.brokers[slot]) not in live) - int(int(self.brokers[self.slot[row]]) not in live)
+        return moves, moves * int(self.sizes[i])
+
+    def _slot_of(self, broker: int) -> int | None:
+        slot = int(np.searchsorted(self.brokers, broker))
+        return slot if slot < len(self.brokers) and int(self.brokers[slot]) == broker else None
 
     def _transfers(self, k: int, r: int, top: int) -> list[Option]:
         """Leadership of ``r``'s partition from ``top`` to one of its followers, alone (kind 0) or
@@ -342,7 +494,7 @@ class _GoalSearch:
             c = int(self.slot[row])
             if row == r:
                 continue
-            key = self._key(k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c], 0)
+            key = self._key(k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c])
             if key is not None:
                 out.append((*key, 0, row, ((r, top, False, False), (row, c, True, False))))
             if followed_by_top is None:
@@ -356,7 +508,7 @@ class _GoalSearch:
             new_top, new_c = load[top] - (delta - back) / cap[top], load[c] + (delta - back) / cap[c]
             for n in np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist():
                 j_lead = int(led[n])
-                key = self._key(k, top, c, float(new_top[n]), float(new_c[n]), 0)
+                key = self._key(k, top, c, float(new_top[n]), float(new_c[n]))
                 if key is not None:
                     j_top = self._row_of(int(self.part[j_lead]), top)
                     steps = (
@@ -367,6 +519,73 @@ class _GoalSearch:
                     )
                     out.append((*key, 0, j_lead, steps))
         return out
+
+    def _transfer_chains(self, k: int, r: int, top: int) -> list[Option]:
+        """Leadership passed along ``top`` -> c -> d (kind 0): ``r``'s partition to its follower c, one
+        that c leads to its follower d, and, closing the cycle, one that d leads back to ``top``.
+
+        The path leaves c's leader count as it was, the cycle every count:
+        where the leader counts sit at their band, these reach loads that a
+        single transfer or a pair cannot without moving data.
+        """
+        i = int(self.part[r])
+        delta = self.as_leader[k][i] - self.as_follower[k][i]
+        if not self.lead[r] or delta <= 0:
+            return []
+        load, cap, out = self.load[k], self.capacity[k], list[Option]()
+        on_top = self.rows_on(top)
+        followed_by_top = self.part[on_top[~self.lead[on_top]]]
+        for row in self._rows_of(i):
+            c = int(self.slot[row])
+            if row == r:
+                continue
+            led = self.rows_on(c)
+            led = led[self.lead[led] & (self.part[led] != i)]
+            passed = self.row_amount[k][led] - self._follower_amount(k, led)
+            for n in np.argsort(np.abs(delta - passed), kind="stable")[:CANDIDATES].tolist():
+                j_c, j_passed = int(led[n]), float(passed[n])
+                j = int(self.part[j_c])
+                for j_d in self._rows_of(j):
+                    d = int(self.slot[j_d])
+                    if d in (top, c):
+                        continue
+                    new_top, new_c = load[top] - delta / cap[top], load[c] + (delta - j_passed) / cap[c]
+                    new_d = load[d] + j_passed / cap[d]
+                    path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
+                    if (key := self._key(k, top, c, new_top, max(new_c, new_d))) is not None:
+                        out.append((*key, 0, j_d, path))
+                    out += self._close_cycle(k, top, d, (i, j), followed_by_top, path, (new_top, new_c, new_d))
+        return out
+
+    def _close_cycle(
+        self,
+        k: int,
+        top: int,
+        d: int,
+        used: tuple[int, int],
+        followed_by_top: np.ndarray,
+        path: Change,
+        loads: tuple[float, float, float],
+    ) -> list[Option]:
+        """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
+        cap = self.capacity[k]
+        led = self.rows_on(d)
+        led = led[self.lead[led] & np.isin(self.part[led], followed_by_top) & ~np.isin(self.part[led], used)]
+        back = self.row_amount[k][led] - self._follower_amount(k, led)
+        new_top, new_c, new_d = loads
+        peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
+        out = list[Option]()
+        for n in np.argsort(peaks, kind="stable")[:2].tolist():
+            l_d = int(led[n])
+            key = self._key(k, top, d, float(new_top + back[n] / cap[top]), max(new_c, float(new_d - back[n] / cap[d])))
+            if key is not None:
+                l_top = self._row_of(int(self.part[l_d]), top)
+                out.append((*key, 0, l_d, (*path, (l_d, d, False, False), (l_top, top, True, False))))
+        return out
+
+    def _rows_of(self, i: int) -> range:
+        """Partition ``i``'s replica rows."""
+        return range(int(self.first_row[i]), int(self.first_row[i + 1]))
 
     def _follower_amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         out: np.ndarray = self.resources[k].follower[self.part[rows]]
@@ -384,10 +603,11 @@ class _GoalSearch:
 
     def _moves_and_swaps(self, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
         """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
-        lead, mine, size = bool(self.lead[r]), float(self.row_amount[k][r]), int(self.sizes[self.part[r]])
+        lead, mine = bool(self.lead[r]), float(self.row_amount[k][r])
         cap, load, out = self.capacity[k], self.load[k], list[Option]()
         for c, all_rows, leads, amounts in held:
-            key = self._key(k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], size)
+            there = self._cost(r, c)
+            key = self._key(k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
             if key is not None:
                 out.append((*key, 1, c, ((r, c, lead, True),)))
             same = (leads == lead) & (amounts < mine)
@@ -399,8 +619,9 @@ class _GoalSearch:
             best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES]
             for n in best.tolist():
                 s_row = int(rows[n])
-                moved = size + int(self.sizes[self.part[s_row]])
-                key = self._key(k, top, c, float(new_top[n]), float(new_c[n]), moved)
+                back = self._cost(s_row, top)
+                cost = (there[0] + back[0], there[1] + back[1])
+                key = self._key(k, top, c, float(new_top[n]), float(new_c[n]), cost)
                 if key is not None:
                     out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
         return out
@@ -424,7 +645,7 @@ class _GoalSearch:
             return False  # a swap of two replicas of one topic would move it A->B and B->A
         for row, slot, _, _ in change:
             i = int(self.part[row])
-            if not self._may_leave(row) or not self._may_enter(i, int(self.slot[row]), slot, self.replicas[i]):
+            if not self._may_go(row, slot) or not self._may_enter(i, int(self.slot[row]), slot, self.replicas[i]):
                 return False
         return True
 
@@ -438,42 +659,87 @@ class _GoalSearch:
     def undo_needless_moves(self) -> int:
         """Put replicas the plan moved back on a live broker of their partition wherever nothing gets worse.
 
-        Nothing worse: the rules hold, counts stay in (or closer to) their band,
-        and no goal's load rises above its threshold (or above its current
-        maximum when it is not met). Each undo saves a move. Returns how many.
+        One at a time, then in pairs going opposite ways between two brokers
+        (counts unchanged: the pair a load swap leaves once later actions made
+        it needless).
+        Nothing worse: the rules hold, counts stay in (or closer to) their
+        band, and no goal's load rises above its threshold (or above its
+        current maximum when it is not met). Each undo saves a move. Returns how many.
         """
         undone = 0
-        for row in np.flatnonzero(self.slot >= 0).tolist():
-            i, slot = int(self.part[row]), int(self.slot[row])
-            if int(self.brokers[slot]) in self.live[i]:
+        for row in self._moved_rows():
+            if (undo := self._undo_step(row)) is not None and self._harmless((undo,)):
+                self._apply_undo((undo,))
+                undone += 1
+        reverse: dict[tuple[int, int], list[int]] = {}  # (broker slot it is on, slot it goes back to) -> rows
+        for row in self._moved_rows():
+            if (undo := self._undo_step(row)) is not None:
+                reverse.setdefault((int(self.slot[row]), undo[1]), []).append(row)
+        for row in self._moved_rows():
+            undo = self._undo_step(row)
+            if undo is None:
                 continue
-            for home in sorted(self.live[i] - set(self.replicas[i])):
-                back = int(np.searchsorted(self.brokers, home))
-                if back < len(self.brokers) and self.brokers[back] == home and self._undo_ok(row, slot, back):
-                    self._set(row, back, bool(self.lead[row]), relocate=True)
-                    undone += 1
+            for other in reverse.get((undo[1], int(self.slot[row])), ())[:PAIR_TRIES]:
+                second = self._undo_step(other)
+                if second is None or int(self.part[other]) == int(self.part[row]):
+                    continue
+                if self._harmless((undo, second)):
+                    self._apply_undo((undo, second))
+                    undone += 2
                     break
         return undone
 
-    def _undo_ok(self, row: int, slot: int, back: int) -> bool:
-        i, lead = int(self.part[row]), bool(self.lead[row])
-        if not (self._count_ok(self.count, 0, slot, -1) and self._count_ok(self.count, 0, back, +1)):
+    def _moved_rows(self) -> list[int]:
+        """Replica rows on a broker that does not hold their partition live, in row order."""
+        return np.flatnonzero(self.moved_in).tolist()
+
+    def _undo_step(self, row: int) -> tuple[int, int, bool, bool] | None:
+        """The step putting a moved replica back on its partition's first free live broker, if it still is moved."""
+        i = int(self.part[row])
+        if int(self.brokers[self.slot[row]]) in self.live[i]:
+            return None
+        for home in sorted(self.live[i] - set(self.replicas[i])):
+            back = self._slot_of(home)
+            if back is not None:
+                return (row, back, bool(self.lead[row]), True)
+        return None
+
+    def _harmless(self, change: Change) -> bool:
+        """Counts stay in (or closer to) their bands, the rules hold, and no goal rises above its threshold
+        (or its current peak when it is not met) after ``change``'s steps."""
+        deltas: Counter[int] = Counter()
+        leader_deltas: Counter[int] = Counter()
+        for row, slot, lead, _ in change:
+            deltas[int(self.slot[row])] -= 1
+            deltas[slot] += 1
+            if lead:
+                leader_deltas[int(self.slot[row])] -= 1
+                leader_deltas[slot] += 1
+        if not all(self._count_ok(self.count, 0, b, d) for b, d in deltas.items() if d):
             return False
-        if lead and not (self._count_ok(self.leaders, 1, slot, -1) and self._count_ok(self.leaders, 1, back, +1)):
+        if not all(self._count_ok(self.leaders, 1, b, d) for b, d in leader_deltas.items() if d):
             return False
-        old, home = int(self.brokers[slot]), int(self.brokers[back])
-        if not may_replace(self.replicas[i], old, home, self.view) or not self.usage.room_for(i, home):
-            return False
-        after = self._loads_after(((row, back, lead, True),))
+        for row, slot, _, _ in change:
+            i, old, new = int(self.part[row]), int(self.brokers[self.slot[row]]), int(self.brokers[slot])
+            if not may_replace(self.replicas[i], old, new, self.view) or not self.usage.room_for(i, new):
+                return False
+        after = self._loads_after(change)
         return all(
-            after[k][back] <= max(self.target(k), float(self.load[k].max())) * (1 + 1e-9)
+            value <= max(self.target(k), float(self.load[k].max())) * (1 + 1e-9)
             for k in range(len(self.resources))
             if self.bounds[k] > 0
+            for value in after[k].values()
         )
 
-    def _may_leave(self, row: int) -> bool:
-        """A replica moves at most once: one this pass placed stays."""
-        return (int(self.part[row]), int(self.brokers[self.slot[row]])) not in self.twice
+    def _apply_undo(self, change: Change) -> None:
+        for row, slot, lead, relocate in change:
+            self._set(row, slot, lead, relocate)
+
+    def _may_go(self, row: int, slot: int) -> bool:
+        """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
+        i = int(self.part[row])
+        placed = (i, int(self.brokers[self.slot[row]])) in self.twice
+        return not placed or int(self.brokers[slot]) in self.live[i]
 
     def _moves_of(self, i: int, reps: list[int]) -> list[tuple[int, int, int]]:
         """(topic, from, to) of partition ``i`` going from its live layout to ``reps``."""
@@ -531,6 +797,7 @@ class _GoalSearch:
             self.moved.update(self._moves_of(i, reps))
             self.usage.remove(i, old)
             self.usage.add(i, new)
+            self.moved_in[row] = new not in self.live[i]
             if new not in self.live[i]:
                 self.twice.add((i, new))
         if lead and reps[0] != new:

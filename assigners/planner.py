@@ -82,7 +82,7 @@ class PlanRequest:
     """
 
     cluster_id: str
-    strategy: str = "round_robin"
+    strategy: str = "balanced"
     constraints: Constraints = field(default_factory=Constraints)
     seed: int = 0
     has_previous_plan: bool = False

@@ -52,7 +52,7 @@ class Config:
     warehouse: str | None = None
     store: str = "auto"
     tables: Mapping[str, str] = field(default_factory=dict)
-    strategy: str = "round_robin"
+    strategy: str = "balanced"
     seed: int = 0
     wave_broker_limit: int = 10
     constraints: Constraints = field(default_factory=Constraints)
@@ -157,7 +157,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         if not isinstance(location, str) or not location:
             raise ConfigError(f"{source}: tables.{name} must be a non-empty path")
     strategy = check_strategy(
-        _typed(planner, "strategy", str, "round_robin", "planner.", source), "planner.strategy", source
+        _typed(planner, "strategy", str, "balanced", "planner.", source), "planner.strategy", source
     )
     seed = _typed(planner, "seed", int, 0, "planner.", source)
     limit = _typed(planner, "wave_broker_limit", int, 10, "planner.", source)

@@ -55,7 +55,7 @@ def test_plan_twice_writes_once_then_new_snapshot_is_version_2(spark, warehouse,
     # Then the second run wrote nothing and says what was committed, by whom
     assert versions(warehouse) == first
     out = capsys.readouterr().out
-    assert "committed v1   2026-11-01T00:00Z  round_robin     already committed by run run-" in out
+    assert "committed v1   2026-11-01T00:00Z  balanced        already committed by run run-" in out
     # And the outputs are ordinary Delta tables with the contract schema
     plans, runs = table(warehouse, "plans"), table(warehouse, "plan_runs")
     assert list(plans.columns) == PLANS.column_names and list(runs.columns) == PLAN_RUNS.column_names

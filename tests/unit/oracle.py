@@ -10,6 +10,8 @@ independently of its code:
 * each load resource (disk, bytes in of every replica, bytes out of the
   leaders, bytes in of the leaders) at most ``load_ratio`` x its lower bound
   on every broker, per capacity;
+* no topic has a replica moving A -> B and another B -> A (the rule every
+  strategy that keeps a layout follows, ``assigners.balance.topic_moves``);
 * minimise the replicas placed on brokers that do not hold them live.
 
 Rates are scaled to integers (1e-3 of the smallest unit kept), so a limit is
@@ -72,6 +74,7 @@ def fewest_moves(
             model.add(sum(x[p, b] for p in range(n)) <= int(view.max_replicas[b]))
     _load_goals(model, x, lead, prepared, prepared_b, view, constraints.balanced_load_ratio)
     live = prepared["current"].tolist()
+    _no_back_and_forth(model, x, prepared["topic"].tolist(), live, eligible)
     model.minimize(sum(x[p, b] for p in range(n) for b in eligible if b not in live[p]))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
@@ -81,6 +84,28 @@ def fewest_moves(
     if status == cp_model.OPTIMAL:
         return Optimum("optimal", round(solver.objective_value))
     return Optimum("infeasible" if status == cp_model.INFEASIBLE else "unknown", None)
+
+
+def _no_back_and_forth(model, x, topics, live, eligible) -> None:  # type: ignore[no-untyped-def]
+    """Per topic and broker pair: replicas go a -> b or b -> a, never both."""
+    goes: dict[tuple[str, int, int], list] = {}  # (topic, a, b) -> "a partition of the topic leaves a for b"
+    for p, (topic, held) in enumerate(zip(topics, live)):
+        for a in held:
+            if a not in eligible:
+                continue  # a replica on an ineligible broker must leave: the planner's rule counts it too
+            for b in eligible:
+                if b in held:
+                    continue
+                move = model.new_bool_var(f"m{p}_{a}_{b}")
+                model.add_bool_and([x[p, a].Not(), x[p, b]]).only_enforce_if(move)
+                model.add_bool_or([x[p, a], x[p, b].Not()]).only_enforce_if(move.Not())
+                goes.setdefault((topic, a, b), []).append(move)
+    for (topic, a, b), moves in goes.items():
+        if a < b and (topic, b, a) in goes:
+            forward, backward = model.new_bool_var(""), model.new_bool_var("")
+            model.add_max_equality(forward, moves)
+            model.add_max_equality(backward, goes[(topic, b, a)])
+            model.add(forward + backward <= 1)
 
 
 def _load_goals(model, x, lead, prepared, brokers, view, ratio) -> None:  # type: ignore[no-untyped-def]

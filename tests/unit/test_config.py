@@ -36,7 +36,7 @@ def test_bad_config_names_the_key(raw, fragment):
 def test_shipped_configs_parse():
     local = load_config(ROOT / "conf" / "local.toml")
     example = load_config(ROOT / "conf" / "production.example.toml")
-    assert local.strategy == "round_robin" and local.warehouse == "warehouse"
+    assert local.strategy == "balanced" and local.warehouse == "warehouse"
     assert example.for_cluster("kafka-eu-1").constraints.excluded_brokers == frozenset({1007})
     assert example.for_cluster("other").constraints.excluded_brokers == frozenset()
 
