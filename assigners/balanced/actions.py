@@ -1,0 +1,174 @@
+"""The actions of a goal search, listed as options with their cost (Cruise Control's ``ActionType``).
+
+Leadership transfer (alone, paired, or passed along three brokers: no data
+moves), single replica move, and replica swap between two brokers (counts
+unchanged). An option's key ranks it: first whether it brings the broker
+under the goal's threshold, then the replica moves it adds against the live
+layout (sending a moved replica back home saves one), then the bytes it
+moves (per unit of gain when it does not fix the goal). Options are scored
+on the goal's loads alone, in bulk; :mod:`assigners.balanced.goals` checks
+the rules down the sorted list.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from assigners.balanced.state import Change, GoalSearch
+
+# An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
+# bytes moved (per gain when not fixing), kind, tie-break)
+Option = tuple[float, int, float, int, int, Change]
+# A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal
+Held = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+
+CANDIDATES = 6  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
+
+
+def option_key(
+    search: GoalSearch, k: int, top: int, c: int, new_top: float, new_c: float, cost: tuple[int, int] = (0, 0)
+) -> tuple[float, int, float] | None:
+    """(not fixing, moves added, bytes) of an option leaving ``top`` at ``new_top`` and ``c`` at ``new_c``,
+    given its ``cost`` (moves added, bytes moved); None: no gain."""
+    peak, new_peak = search.load[k][top], max(new_top, new_c)
+    if new_peak >= peak * (1 - 1e-9):
+        return None
+    moves, moved = cost
+    fixes = new_peak <= search.target(k) * (1 + 1e-9)
+    return (0.0, moves, float(moved)) if fixes else (1.0, moves, moved / (peak - new_peak))
+
+
+def transfers(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
+    """Leadership of ``r``'s partition from ``top`` to one of its followers, alone (kind 0) or
+    paired with a partition led there that ``top`` follows (kind 0 too: leader counts stay, no data moves).
+    """
+    if not search.lead[r]:
+        return []
+    i, out = int(search.part[r]), list[Option]()
+    load, cap = search.load[k], search.capacity[k]
+    delta = search.as_leader[k][i] - search.as_follower[k][i]
+    if delta <= 0:
+        return []
+    followed_by_top = None
+    for row in range(int(search.first_row[i]), int(search.first_row[i + 1])):
+        c = int(search.slot[row])
+        if row == r:
+            continue
+        key = option_key(search, k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c])
+        if key is not None:
+            out.append((*key, 0, row, ((r, top, False, False), (row, c, True, False))))
+        if followed_by_top is None:
+            followed_by_top = search.part[search.rows_on(top)]
+        led = search.rows_on(c)
+        led = led[search.lead[led] & np.isin(search.part[led], followed_by_top)]
+        back = search.row_amount[k][led] - search.follower_amount(k, led)
+        led, back = led[back < delta], back[back < delta]
+        if not len(led):
+            continue
+        new_top, new_c = load[top] - (delta - back) / cap[top], load[c] + (delta - back) / cap[c]
+        for n in np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist():
+            j_lead = int(led[n])
+            key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]))
+            if key is not None:
+                j_top = search.row_of(int(search.part[j_lead]), top)
+                steps = (
+                    (r, top, False, False),
+                    (row, c, True, False),
+                    (j_lead, c, False, False),
+                    (j_top, top, True, False),
+                )
+                out.append((*key, 0, j_lead, steps))
+    return out
+
+
+def transfer_chains(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
+    """Leadership passed along ``top`` -> c -> d (kind 0): ``r``'s partition to its follower c, one
+    that c leads to its follower d, and, closing the cycle, one that d leads back to ``top``.
+
+    The path leaves c's leader count as it was, the cycle every count:
+    where the leader counts sit at their band, these reach loads that a
+    single transfer or a pair cannot without moving data.
+    """
+    i = int(search.part[r])
+    delta = search.as_leader[k][i] - search.as_follower[k][i]
+    if not search.lead[r] or delta <= 0:
+        return []
+    load, cap, out = search.load[k], search.capacity[k], list[Option]()
+    on_top = search.rows_on(top)
+    followed_by_top = search.part[on_top[~search.lead[on_top]]]
+    for row in search.rows_of(i):
+        c = int(search.slot[row])
+        if row == r:
+            continue
+        led = search.rows_on(c)
+        led = led[search.lead[led] & (search.part[led] != i)]
+        passed = search.row_amount[k][led] - search.follower_amount(k, led)
+        for n in np.argsort(np.abs(delta - passed), kind="stable")[:CANDIDATES].tolist():
+            j_c, j_passed = int(led[n]), float(passed[n])
+            j = int(search.part[j_c])
+            for j_d in search.rows_of(j):
+                d = int(search.slot[j_d])
+                if d in (top, c):
+                    continue
+                new_top, new_c = load[top] - delta / cap[top], load[c] + (delta - j_passed) / cap[c]
+                new_d = load[d] + j_passed / cap[d]
+                path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
+                if (key := option_key(search, k, top, c, new_top, max(new_c, new_d))) is not None:
+                    out.append((*key, 0, j_d, path))
+                out += close_cycle(search, k, top, d, (i, j), followed_by_top, path, (new_top, new_c, new_d))
+    return out
+
+
+def close_cycle(
+    search: GoalSearch,
+    k: int,
+    top: int,
+    d: int,
+    used: tuple[int, int],
+    followed_by_top: np.ndarray,
+    path: Change,
+    loads: tuple[float, float, float],
+) -> list[Option]:
+    """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
+    cap = search.capacity[k]
+    led = search.rows_on(d)
+    led = led[search.lead[led] & np.isin(search.part[led], followed_by_top) & ~np.isin(search.part[led], used)]
+    back = search.row_amount[k][led] - search.follower_amount(k, led)
+    new_top, new_c, new_d = loads
+    peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
+    out = list[Option]()
+    for n in np.argsort(peaks, kind="stable")[:2].tolist():
+        l_d = int(led[n])
+        key = option_key(
+            search, k, top, d, float(new_top + back[n] / cap[top]), max(new_c, float(new_d - back[n] / cap[d]))
+        )
+        if key is not None:
+            l_top = search.row_of(int(search.part[l_d]), top)
+            out.append((*key, 0, l_d, (*path, (l_d, d, False, False), (l_top, top, True, False))))
+    return out
+
+
+def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
+    """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
+    lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
+    cap, load, out = search.capacity[k], search.load[k], list[Option]()
+    for c, all_rows, leads, amounts in held:
+        there = search.cost(r, c)
+        key = option_key(search, k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
+        if key is not None:
+            out.append((*key, 1, c, ((r, c, lead, True),)))
+        same = (leads == lead) & (amounts < mine)
+        rows = all_rows[same]
+        if not len(rows):
+            continue
+        delta = mine - amounts[same]
+        new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
+        best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES]
+        for n in best.tolist():
+            s_row = int(rows[n])
+            back = search.cost(s_row, top)
+            cost = (there[0] + back[0], there[1] + back[1])
+            key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]), cost)
+            if key is not None:
+                out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
+    return out

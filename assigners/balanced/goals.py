@@ -1,0 +1,147 @@
+"""Working one goal off its most loaded broker, and the notes for what stays out of reach.
+
+Cruise Control's ``AbstractGoal.optimize``: while the most loaded broker is
+above the threshold, apply the cheapest action that lowers it and that
+every earlier goal accepts; stop when none is left. A goal that stays unmet
+is named with the broker, and with the rack when the rack rule alone
+forces it (every partition that must span every rack has a replica in the
+smallest one) or the partition that stands in the way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps, transfer_chains, transfers
+from assigners.balanced.state import Change, GoalSearch, Resource
+
+ROUNDS_PER_GOAL = 2000
+PARTNER_BROKERS = 6  # least loaded brokers whose replicas are tried as swap partners
+LATER_GOAL_TRIES = 6  # equally cheap accepted options compared by what they do to the later goals
+
+
+def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
+    """Work goal ``resource`` off its most loaded broker; a note when its threshold stays out of reach."""
+    k = search.resources.index(resource)
+    if search.bounds[k] <= 0:
+        return None
+    for _ in range(ROUNDS_PER_GOAL):
+        top = int(np.argmax(search.load[k]))
+        if search.load[k][top] <= search.target(k) * (1 + 1e-9) or not improve(search, k, top):
+            break
+    if search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
+        return None
+    top = int(np.argmax(search.load[k]))
+    where = f"broker {int(search.brokers[top])} at {search.ratio(k):.2f}x the lower bound"
+    threshold = f"threshold {search.options.balanced_load_ratio}"
+    rack, floor = search.rack_floor(resource.follower, resource.capacity)
+    if floor > search.target(k) * (1 + 1e-9):
+        spanning = int(search.spans_every_rack.sum())
+        return (
+            f"{resource.name} goal out of reach: rack {rack} must hold a replica of each of the {spanning:,} "
+            f"partitions that span every rack, {floor / search.bounds[k]:.2f}x the lower bound per unit of "
+            f"capacity ({threshold}); {where}"
+        )
+    mine = search.rows_on(top)
+    heaviest = mine[np.argmax(search.amount(k, mine))] if len(mine) else None
+    hot = "" if heaviest is None else f"; its heaviest replica is {search.name(int(search.part[heaviest]))}"
+    return (
+        f"{resource.name} goal not met: {where} ({threshold}){hot}; no legal action lowers it without "
+        "breaking an earlier goal"
+    )
+
+
+def improve(search: GoalSearch, k: int, top: int) -> bool:
+    """Apply the best accepted action that lowers broker ``top``'s load of goal ``k``.
+
+    Options are scored on goal ``k``'s loads alone, in bulk; the rules
+    (racks, caps, counts, earlier goals) are checked down the sorted list
+    until one passes, which is far cheaper than checking every option.
+    """
+    mine = search.rows_on(top)
+    mine = mine[search.amount(k, mine) > 0]
+    if not len(mine):
+        return False
+    order = mine[np.argsort(-search.amount(k, mine), kind="stable")]
+    excess = (search.load[k][top] - search.target(k)) * search.capacity[k][top]
+    fixing = order[search.amount(k, order) >= excess]
+    picks = list(dict.fromkeys([*order[:CANDIDATES].tolist(), *fixing[-CANDIDATES:].tolist()]))
+    partners = [c for c in np.argsort(search.load[k], kind="stable")[: PARTNER_BROKERS + 1].tolist() if c != top]
+    held: list[Held] = [(c, *search.rows_and_amounts(k, c)) for c in partners[:PARTNER_BROKERS]]
+    options: list[Option] = []
+    for r in picks:
+        options += transfers(search, k, r, top)
+        options += moves_and_swaps(search, k, r, top, held)
+    # replicas the plan moved onto top, towards their live home: sending one back (or swapping it
+    # for one from there) undoes a move instead of adding one
+    for r in order[search.moved_in[order]][:CANDIDATES].tolist():
+        homes = [
+            search.slot_of(b)
+            for b in sorted(search.live[int(search.part[r])] - set(search.replicas[int(search.part[r])]))
+        ]
+        home_held = [(c, *search.rows_and_amounts(k, c)) for c in homes if c is not None and c != top]
+        options += moves_and_swaps(search, k, r, top, home_held)
+    if not any(o[0] == 0.0 and o[1] <= 0 for o in options):
+        # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
+        for r in order[search.lead[order]][:CANDIDATES].tolist():
+            options += transfer_chains(search, k, r, top)
+    options.sort(key=lambda o: o[:5])
+    best: tuple[float, int, Change] | None = None
+    tried, first_class = 0, None
+    for option in options:
+        change = option[-1]
+        if first_class is not None and (option[:2] != first_class or tried >= LATER_GOAL_TRIES):
+            break
+        after = search.loads_after(change) if search.legal(change) else None
+        if after is None or not search.accepted(k, after):
+            continue
+        first_class = option[:2]
+        candidate = (later_excess(search, k, after), tried, change)
+        best = candidate if best is None else min(best, candidate, key=lambda c: c[:2])
+        tried += 1
+    if best is not None:
+        search.apply(best[2])
+    return best is not None
+
+
+def later_excess(search: GoalSearch, k: int, after: list[dict[int, float]]) -> float:
+    """How much an option raises the goals after ``k`` above their thresholds on the brokers it touches
+    (negative: how much it brings them down), each per its own bound.
+
+    Among equally cheap options the one that helps the goals still to
+    come saves the moves they would spend on its side effects; this only
+    breaks ties, it never makes an option cheaper or a goal blended.
+    """
+    excess = 0.0
+    for j in range(k + 1, len(search.resources)):
+        if search.bounds[j] <= 0:
+            continue
+        target = search.target(j)
+        before = max(float(search.load[j][b]) for b in after[j])
+        excess += (max(0.0, max(after[j].values()) - target) - max(0.0, before - target)) / search.bounds[j]
+    return excess
+
+
+def count_notes(search: GoalSearch) -> list[str]:
+    """Why replica or leader counts stay outside their band, naming the broker furthest out (and the rack
+    when the rack rule forces it)."""
+    notes = []
+    for leaders, what in ((0, "replicas"), (1, "leaders")):
+        off = [sum(search.count_band(b, leaders)) for b in range(len(search.brokers))]
+        if not off or max(off) == 0:
+            continue
+        b = int(np.argmax(off))
+        low, high = search.band(b, leaders)
+        have = int((search.leaders if leaders else search.count)[b])
+        where = f"broker {int(search.brokers[b])} holds {have} {what} (band {low}-{high})"
+        weight = np.array([search.view.weight_of[x] for x in search.view.eligible], dtype=float)
+        rack, floor = search.rack_floor(np.ones(len(search.spans_every_rack)), weight)
+        in_rack = [x for x, broker in enumerate(search.brokers.tolist()) if search.view.domain_of[broker] == rack]
+        if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in in_rack):
+            notes.append(
+                f"replica count goal out of reach: rack {rack} must hold a replica of each of the "
+                f"{int(search.spans_every_rack.sum()):,} partitions that span every rack; {where}"
+            )
+        else:
+            notes.append(f"{what} count goal not met: {where}; racks, caps or pins leave no legal move")
+    return notes

@@ -1,0 +1,319 @@
+"""The layout a ``balanced`` search works on, under every rule an action must keep.
+
+Replica rows (partition, broker slot, leads?), each goal's load per broker
+slot per unit of capacity, replica and leader counts against their bands,
+and the rules: racks and caps (:mod:`assigners.placement`), a replica moves
+at most once, never A->B and B->A in one topic (``sticky``'s rule, counted
+against the live layout), and earlier goals accept a later goal's action
+(Cruise Control's ``ActionAcceptance``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from assigners.metrics import load_lower_bound
+from assigners.model import ClusterView, Constraints, replica_matrix, topic_codes
+from assigners.placement import Usage, may_replace
+
+# One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
+Change = tuple[tuple[int, int, bool, bool], ...]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One load goal: a partition's amount on its leader and on each follower, and the brokers' capacities."""
+
+    name: str
+    leader: np.ndarray
+    follower: np.ndarray
+    capacity: np.ndarray  # per eligible broker slot
+
+
+def goal_bound(resource: Resource, rf: np.ndarray) -> float:
+    """The resource's lower bound per unit of capacity (see :func:`assigners.metrics.load_lower_bound`)."""
+    frame = pd.DataFrame({"weight": resource.capacity, "eligible": True})
+    return load_lower_bound(resource.leader, resource.follower, rf, frame)
+
+
+class GoalSearch:
+    """Replica rows (partition, broker slot, leads?) and per-goal broker loads, under every rule."""
+
+    def __init__(
+        self,
+        replicas: list[list[int]],
+        partitions: pd.DataFrame,
+        view: ClusterView,
+        resources: list[Resource],
+        options: Constraints,
+    ) -> None:
+        self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
+        self.brokers = np.asarray(view.eligible, dtype=np.int64)
+        self.live = [set(r) for r in partitions["current"]]
+        self.topic = topic_codes(partitions)
+        self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
+        self.spans_every_rack = view.required_domains_each(partitions["rf"].to_numpy()) >= view.n_domains
+        self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
+        self.usage = Usage(replicas, self.sizes, view)
+        rf = partitions["rf"].to_numpy(dtype=np.int64)
+        self.bounds = [goal_bound(r, rf) for r in resources]
+        matrix = replica_matrix(replicas)
+        part, position = np.nonzero(np.isin(matrix, self.brokers))
+        self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
+        self.lead = position == 0
+        live = replica_matrix(list(partitions["current"]))
+        # rows on a broker that does not hold their partition live (the plan moved them there)
+        self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
+        # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount
+        self.as_leader = [r.leader.tolist() for r in resources]
+        self.as_follower = [r.follower.tolist() for r in resources]
+        self.capacity = [r.capacity.tolist() for r in resources]
+        self.row_amount = [np.where(self.lead, r.leader[part], r.follower[part]) for r in resources]
+        self.load = np.zeros((len(resources), len(self.brokers)))
+        for k, r in enumerate(resources):
+            np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
+        self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
+        self.on: list[set[int]] = [set() for _ in self.brokers]  # rows per broker slot
+        for row, slot in enumerate(self.slot.tolist()):
+            self.on[slot].add(row)
+        self._rows: dict[int, np.ndarray] = {}  # sorted rows per slot, dropped when the slot changes
+        self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
+        self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
+        weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
+        self.share = [self.count.sum() * weight / weight.sum(), self.leaders.sum() * weight / weight.sum()]
+        # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
+        # moves are every pair of a broker it leaves and one it joins): never the reverse as well
+        self.moved: Counter[tuple[int, int, int]] = Counter()
+        for i, reps in enumerate(replicas):
+            self.moved.update(self.moves_of(i, reps))
+        self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
+        self.actions = 0
+
+    def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
+        """Goal ``k``'s amount of each replica row in its current role."""
+        out: np.ndarray = self.row_amount[k][rows]
+        return out
+
+    def amount_as(self, k: int, row: int, lead: bool) -> float:
+        i = int(self.part[row])
+        return float(self.as_leader[k][i] if lead else self.as_follower[k][i])
+
+    def goals_met(self) -> list[bool]:
+        """Per load goal: within its threshold?"""
+        limit = self.options.balanced_load_ratio * (1 + 1e-9)
+        return [self.ratio(k) <= limit for k in range(len(self.resources))]
+
+    def ratio(self, k: int) -> float:
+        return float(self.load[k].max(initial=0.0)) / self.bounds[k] if self.bounds[k] > 0 else 0.0
+
+    def target(self, k: int) -> float:
+        return self.options.balanced_load_ratio * self.bounds[k]
+
+    def band(self, b: int, leaders: int) -> tuple[int, int]:
+        """Counts strictly within the slack of broker slot ``b``'s weighted share (of replicas, or leaders).
+
+        With slack 1: the floor and ceiling of the share, so equal brokers end within 1 of each other.
+        """
+        share, slack = self.share[leaders][b], self.options.balanced_count_slack
+        return math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1
+
+    def count_band(self, b: int, leaders: int) -> tuple[int, int]:
+        """How far broker slot ``b`` is below / above its band (replicas, or leaders if ``leaders``)."""
+        have = int((self.leaders if leaders else self.count)[b])
+        low, high = self.band(b, leaders)
+        return max(0, low - have), max(0, have - high)
+
+    def count_ok(self, counts: np.ndarray, leaders: int, b: int, delta: int) -> bool:
+        """May broker ``b``'s count change by ``delta`` without leaving (or leaving further) its band?"""
+        after = int(counts[b]) + delta
+        low, high = self.band(b, leaders)
+        return (low <= after <= high) or (delta < 0 and after >= low) or (delta > 0 and after <= high)
+
+    def rows_on(self, slot: int) -> np.ndarray:
+        """Replica rows on a broker slot, in row order (deterministic)."""
+        rows = self._rows.get(slot)
+        if rows is None:
+            rows = self._rows[slot] = np.sort(np.fromiter(self.on[slot], dtype=np.int64, count=len(self.on[slot])))
+        return rows
+
+    def rows_of(self, i: int) -> range:
+        """Partition ``i``'s replica rows."""
+        return range(int(self.first_row[i]), int(self.first_row[i + 1]))
+
+    def row_of(self, i: int, slot: int) -> int:
+        """The replica row of partition ``i`` on broker slot ``slot``."""
+        rows = range(int(self.first_row[i]), int(self.first_row[i + 1]))
+        return next(row for row in rows if int(self.slot[row]) == slot)
+
+    def slot_of(self, broker: int) -> int | None:
+        slot = int(np.searchsorted(self.brokers, broker))
+        return slot if slot < len(self.brokers) and int(self.brokers[slot]) == broker else None
+
+    def follower_amount(self, k: int, rows: np.ndarray) -> np.ndarray:
+        out: np.ndarray = self.resources[k].follower[self.part[rows]]
+        return out
+
+    def rows_and_amounts(self, k: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A partner broker's rows, which of them lead, and their amounts of goal ``k``."""
+        rows = self.rows_on(c)
+        return rows, self.lead[rows], self.amount(k, rows)
+
+    def name(self, i: int) -> str:
+        """Partition ``i`` as topic:partition, as the config names partitions."""
+        return f"{self.topics[i]}:{self.numbers[i]}"
+
+    def rack_floor(self, follower: np.ndarray, capacity: np.ndarray) -> tuple[str, float]:
+        """The rack with the least capacity, and the load per unit of capacity it must carry at least.
+
+        A partition that must span every rack (``required_domains`` equal to
+        the racks there are) has a replica, at least a follower, in each, so
+        the smallest rack carries their follower amounts over its capacity.
+        """
+        if not self.spans_every_rack.any() or self.view.n_domains < 2:
+            return "", 0.0
+        racks: dict[str, float] = {}
+        for slot, b in enumerate(self.brokers.tolist()):
+            racks[self.view.domain_of[b]] = racks.get(self.view.domain_of[b], 0.0) + float(capacity[slot])
+        rack = min(sorted(racks), key=lambda d: racks[d])
+        return rack, float(follower[self.spans_every_rack].sum()) / racks[rack] if racks[rack] > 0 else 0.0
+
+    def cost(self, row: int, slot: int) -> tuple[int, int]:
+        """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
+        onto a broker that does not hold the partition live adds one, back onto one that does saves one."""
+        i = int(self.part[row])
+        live = self.live[i]
+        moves = int(int(self.brokers[slot]) not in live) - int(int(self.brokers[self.slot[row]]) not in live)
+        return moves, moves * int(self.sizes[i])
+
+    def legal(self, change: Change) -> bool:
+        """Counts, racks, caps, one move per replica and the topic rule for an option's steps."""
+        if not any(step[3] for step in change):  # leadership only: no data moves, only leader counts change
+            deltas: dict[int, int] = {}
+            for row, slot, lead, _ in change:
+                deltas[slot] = deltas.get(slot, 0) + int(lead) - int(self.lead[row])
+            return all(self.count_ok(self.leaders, 1, b, d) for b, d in deltas.items() if d)
+        if len(change) == 1:  # a move: the counts change
+            r, c, lead, _ = change[0]
+            top = int(self.slot[r])
+            counts_ok = self.count_ok(self.count, 0, top, -1) and self.count_ok(self.count, 0, c, +1)
+            if not counts_ok or (
+                lead and not (self.count_ok(self.leaders, 1, top, -1) and self.count_ok(self.leaders, 1, c, +1))
+            ):
+                return False
+        elif self.topic[self.part[change[0][0]]] == self.topic[self.part[change[1][0]]]:
+            return False  # a swap of two replicas of one topic would move it A->B and B->A
+        for row, slot, _, _ in change:
+            i = int(self.part[row])
+            if not self.may_go(row, slot) or not self.may_enter(i, int(self.slot[row]), slot, self.replicas[i]):
+                return False
+        return True
+
+    def may_go(self, row: int, slot: int) -> bool:
+        """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
+        i = int(self.part[row])
+        placed = (i, int(self.brokers[self.slot[row]])) in self.twice
+        return not placed or int(self.brokers[slot]) in self.live[i]
+
+    def moves_of(self, i: int, reps: list[int]) -> list[tuple[int, int, int]]:
+        """(topic, from, to) of partition ``i`` going from its live layout to ``reps``."""
+        live, now, topic = self.live[i], set(reps), int(self.topic[i])
+        return [(topic, a, b) for a in live - now for b in now - live]
+
+    def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
+        """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?"""
+        old, new = int(self.brokers[old_slot]), int(self.brokers[new_slot])
+        if not may_replace(reps, old, new, self.view) or not self.usage.room_for(i, new):
+            return False
+        after = [new if b == old else b for b in reps]
+        return not any(self.moved[(t, b, a)] for t, a, b in self.moves_of(i, after))
+
+    def loads_after(self, change: Change) -> list[dict[int, float]]:
+        """Every goal's load on the brokers ``change`` touches, after it."""
+        touched = {int(self.slot[row]) for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
+        after = [{b: float(self.load[k][b]) for b in touched} for k in range(len(self.resources))]
+        for row, slot, lead, _ in change:
+            old_slot, was_lead = int(self.slot[row]), bool(self.lead[row])
+            for k, capacity in enumerate(self.capacity):
+                after[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
+                after[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
+        return after
+
+    def accepted(self, k: int, after: list[dict[int, float]]) -> bool:
+        """Earlier goals accept: no broker rises above an earlier goal's threshold (or above where it was)."""
+        for j in range(k):
+            limit = self.target(j) * (1 + 1e-9)
+            for b, value in after[j].items():
+                if value > self.load[j][b] + 1e-12 and value > limit:
+                    return False
+        return True
+
+    def harmless(self, change: Change) -> bool:
+        """Counts stay in (or closer to) their bands, the rules hold, and no goal rises above its threshold
+        (or its current peak when it is not met) after ``change``'s steps."""
+        deltas: Counter[int] = Counter()
+        leader_deltas: Counter[int] = Counter()
+        for row, slot, lead, _ in change:
+            deltas[int(self.slot[row])] -= 1
+            deltas[slot] += 1
+            if lead:
+                leader_deltas[int(self.slot[row])] -= 1
+                leader_deltas[slot] += 1
+        if not all(self.count_ok(self.count, 0, b, d) for b, d in deltas.items() if d):
+            return False
+        if not all(self.count_ok(self.leaders, 1, b, d) for b, d in leader_deltas.items() if d):
+            return False
+        for row, slot, _, _ in change:
+            i, old, new = int(self.part[row]), int(self.brokers[self.slot[row]]), int(self.brokers[slot])
+            if not may_replace(self.replicas[i], old, new, self.view) or not self.usage.room_for(i, new):
+                return False
+        after = self.loads_after(change)
+        return all(
+            value <= max(self.target(k), float(self.load[k].max())) * (1 + 1e-9)
+            for k in range(len(self.resources))
+            if self.bounds[k] > 0
+            for value in after[k].values()
+        )
+
+    def apply(self, change: Change) -> None:
+        self.actions += 1
+        for row, slot, lead, relocate in change:
+            self.set_row(row, slot, lead, relocate)
+
+    def apply_steps(self, change: Change) -> None:
+        for row, slot, lead, relocate in change:
+            self.set_row(row, slot, lead, relocate)
+
+    def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
+        i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
+        for k, capacity in enumerate(self.capacity):
+            self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
+            self.load[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
+            self.row_amount[k][row] = self.amount_as(k, row, lead)
+        self.count[old_slot] -= 1
+        self.count[slot] += 1
+        self.leaders[old_slot] -= int(self.lead[row])
+        self.leaders[slot] += int(lead)
+        reps = self.replicas[i]
+        old, new = int(self.brokers[old_slot]), int(self.brokers[slot])
+        if relocate:
+            self.moved.subtract(self.moves_of(i, reps))
+            reps[reps.index(old)] = new
+            self.moved.update(self.moves_of(i, reps))
+            self.usage.remove(i, old)
+            self.usage.add(i, new)
+            self.moved_in[row] = new not in self.live[i]
+            if new not in self.live[i]:
+                self.twice.add((i, new))
+        if lead and reps[0] != new:
+            reps.remove(new)
+            reps.insert(0, new)
+        self.on[old_slot].discard(row)
+        self.on[slot].add(row)
+        self._rows.pop(old_slot, None)
+        self._rows.pop(slot, None)
+        self.slot[row], self.lead[row] = slot, lead

@@ -1,0 +1,181 @@
+"""Goal-based balancing: even replicas, leaders and every load resource with few moves (``balanced``).
+
+Cruise Control's goal optimizer (``GoalOptimizer``, ``AbstractGoal``), offline
+and deterministic. Goals run one after another in priority order, and an
+action a later goal takes must be accepted by every earlier one (Cruise
+Control's ``ActionAcceptance``), so a later goal never pushes an earlier one
+past its threshold:
+
+1. replicas per broker, per weight, within ``count_slack`` of the share
+   (where racks allow), and leaders the same: :func:`assigners.balance.settle`
+   after keeping every legal replica of the preferred layout, as ``sticky``;
+2. disk: ``size_bytes`` per broker against ``disk_capacity_bytes`` (per
+   weight when capacities are unknown);
+3. network in: ``bytes_in`` of every replica per broker;
+4. network out: ``bytes_out`` of the leaders per broker;
+5. leader ``bytes_in`` per broker.
+
+Each load goal is met when its most loaded broker (per capacity) is at most
+``load_ratio`` times the resource's lower bound, max(total / total capacity,
+largest replica / largest capacity) (:func:`assigners.metrics.resource_ratios`).
+It works off the most loaded broker with Cruise Control's three actions:
+leadership transfer (moves no data), single replica move (only while the
+replica counts stay within the slack) and replica swap between two brokers
+(counts unchanged). Among the actions that bring the broker under the
+threshold, the one moving the fewest bytes wins (small or cold partitions
+first, a leadership transfer above all); otherwise the best gain per byte.
+A replica moves at most once in a plan, and never A->B and B->A in one topic.
+
+A legal cluster already within every threshold is left as it is (``skipped``).
+Goals that cannot be met are named in the notes with the broker and the
+partition that stands in the way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from assigners.balance import settle, topic_moves
+from assigners.balanced.goals import balance_goal, count_notes
+from assigners.balanced.state import GoalSearch, Resource
+from assigners.balanced.undo import undo_needless_moves
+from assigners.model import NOTES, SKIP_REASON, ClusterView, Constraints, assignment_frame, topic_codes
+from assigners.placement import keep_valid
+
+RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
+FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
+
+
+def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
+    """Keep the preferred layout where legal, even out the counts, then each load goal in turn.
+
+    Examples
+    --------
+    >>> from assigners.model import prepare_brokers, prepare_partitions
+    >>> b = prepare_brokers(pd.DataFrame({"broker_id": [1, 2, 3, 4], "rack": ["a", "b", "a", "b"],
+    ...     "state": ["active"] * 4}), Constraints())
+    >>> p = prepare_partitions(pd.DataFrame({"topic": ["t"] * 4, "partition": [0, 1, 2, 3],
+    ...     "replicas": [[1, 2], [1, 2], [1, 2], [3, 4]], "bytes_in": [5.0, 5.0, 1.0, 1.0],
+    ...     "bytes_out": [0.0] * 4}), Constraints())
+    >>> assign(b, p, Constraints())["replicas"].tolist()  # 2 moves even the counts; the hot partitions sit apart
+    [[2, 3], [4, 1], [1, 2], [3, 4]]
+    """
+    view = ClusterView.from_brokers(brokers, constraints)
+    topics = partitions["topic"].tolist()
+    numbers = partitions["partition"].tolist()
+    preferred = [list(r) for r in partitions["preferred"]]
+    rf = partitions["rf"].tolist()
+    resources = _resources(partitions, brokers, view)
+    options = constraints
+    # judge the preferred layout first, then let its search go: at 1M partitions each holds ~1 GiB
+    kept = GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
+    preferred_even = kept is not None and _legal_and_settled(kept, partitions, view)
+    preferred_met = kept.goals_met() if kept is not None else []
+    del kept
+    if preferred_even and all(preferred_met):
+        frame = assignment_frame(topics, numbers, preferred)
+        frame.attrs[SKIP_REASON] = (
+            f"within every balance threshold (counts within {options.balanced_count_slack}, "
+            f"loads within {options.balanced_load_ratio}x their bounds): nothing to change"
+        )
+        return frame
+    replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
+    settle(replicas, partitions, view, since=partitions["current"].tolist())
+    notes, met = _reach_goals(replicas, partitions, view, resources, options)
+    notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
+    if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
+        # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
+        # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
+        frame = assignment_frame(topics, numbers, preferred)
+        frame.attrs[NOTES] = [*notes, "no goal the layout misses can be met: it stays as it is"]
+        return frame
+    frame = assignment_frame(topics, numbers, replicas)
+    frame.attrs[NOTES] = notes
+    return frame
+
+
+def _restart_from_own_plan(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    reached: tuple[list[str], list[bool]],
+) -> tuple[list[str], list[bool]]:
+    """Where goals stay unmet, search again as if the plan were already executed; in place.
+
+    The search's rules are relative to the live layout (a replica moves
+    once, sending one back saves a move), so a search that starts from its
+    own plan can reach what the first one could not, which is what a second
+    run after executing the plan would do. Doing it here meets the goal one
+    run earlier, and re-planning a plan's own output then finds nothing
+    left. Kept only when it meets more goals (in priority order) and, against
+    the live layout, still never moves a replica of a topic A->B and B->A.
+    """
+    notes, met = reached
+    live = partitions["current"].tolist()
+    topics = topic_codes(partitions)
+    for _ in range(RESTARTS):
+        if all(met):
+            break
+        again = [list(r) for r in replicas]
+        new_notes, new_met = _reach_goals(again, partitions.assign(current=replicas), view, resources, options)
+        pairs = topic_moves(live, again, topics)
+        if new_met <= met or any((t, b, a) in pairs for t, a, b in pairs):
+            break  # lists of bools compare in priority order: the first goal it newly meets decides
+        replicas[:] = again
+        notes, met = new_notes, new_met
+    return notes, met
+
+
+def _reach_goals(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> tuple[list[str], list[bool]]:
+    """The load goals in turn, over again from a fresh search until a round changes nothing; in place.
+
+    Returns the notes of the goals left unmet and which goals are met.
+    """
+    for _ in range(FIXPOINT_ROUNDS):
+        search = GoalSearch(replicas, partitions, view, resources, options)
+        notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
+        changed = search.actions + undo_needless_moves(search)
+        met = search.goals_met()
+        del search  # one search alive at a time
+        if not changed:
+            break
+    return notes, met
+
+
+def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterView) -> list[Resource]:
+    """The load goals in priority order, with each broker's capacity for them."""
+    weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
+    disk = pd.to_numeric(brokers.set_index("broker_id")["disk_capacity_bytes"], errors="coerce")
+    disk_of = disk.reindex(view.eligible).to_numpy(dtype=float)
+    disk_capacity = disk_of if len(disk_of) and not np.isnan(disk_of).any() else weight
+    sizes = partitions["size_bytes"].to_numpy(dtype=float)
+    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    zero = np.zeros(len(partitions))
+    return [
+        Resource("disk", sizes, sizes, disk_capacity),
+        Resource("bytes_in", bytes_in, bytes_in, weight),
+        Resource("bytes_out", partitions["bytes_out"].to_numpy(dtype=float), zero, weight),
+        Resource("leader_bytes_in", bytes_in, zero, weight),
+    ]
+
+
+def _legal_and_settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
+    """In the search's layout nothing is forced (every replica may stay, no cap broken), and the shared
+    count balancing finds no replica or leader to move (counts in their bands, or as close as racks allow)."""
+    rf = partitions["rf"].tolist()
+    if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(search.replicas, rf)):
+        return False
+    if any(search.usage.over_capacity(b) for b in view.eligible):
+        return False
+    settled = [list(r) for r in search.replicas]
+    settle(settled, partitions, view, since=partitions["current"].tolist())
+    return settled == search.replicas

@@ -1,0 +1,60 @@
+"""Undoing the moves a plan no longer needs once later actions made them needless."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from assigners.balanced.state import GoalSearch
+
+PAIR_TRIES = 8  # second undos tried per moved replica
+
+
+def undo_needless_moves(search: GoalSearch) -> int:
+    """Put replicas the plan moved back on a live broker of their partition wherever nothing gets worse.
+
+    One at a time, then in pairs going opposite ways between two brokers
+    (counts unchanged: the pair a load swap leaves once later actions made
+    it needless).
+    Nothing worse: the rules hold, counts stay in (or closer to) their
+    band, and no goal's load rises above its threshold (or above its
+    current maximum when it is not met). Each undo saves a move. Returns how many.
+    """
+    undone = 0
+    for row in moved_rows(search):
+        if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
+            search.apply_steps((undo,))
+            undone += 1
+    reverse: dict[tuple[int, int], list[int]] = {}  # (broker slot it is on, slot it goes back to) -> rows
+    for row in moved_rows(search):
+        if (undo := undo_step(search, row)) is not None:
+            reverse.setdefault((int(search.slot[row]), undo[1]), []).append(row)
+    for row in moved_rows(search):
+        undo = undo_step(search, row)
+        if undo is None:
+            continue
+        for other in reverse.get((undo[1], int(search.slot[row])), ())[:PAIR_TRIES]:
+            second = undo_step(search, other)
+            if second is None or int(search.part[other]) == int(search.part[row]):
+                continue
+            if search.harmless((undo, second)):
+                search.apply_steps((undo, second))
+                undone += 2
+                break
+    return undone
+
+
+def moved_rows(search: GoalSearch) -> list[int]:
+    """Replica rows on a broker that does not hold their partition live, in row order."""
+    return np.flatnonzero(search.moved_in).tolist()
+
+
+def undo_step(search: GoalSearch, row: int) -> tuple[int, int, bool, bool] | None:
+    """The step putting a moved replica back on its partition's first free live broker, if it still is moved."""
+    i = int(search.part[row])
+    if int(search.brokers[search.slot[row]]) in search.live[i]:
+        return None
+    for home in sorted(search.live[i] - set(search.replicas[i])):
+        back = search.slot_of(home)
+        if back is not None:
+            return (row, back, bool(search.lead[row]), True)
+    return None
