@@ -163,12 +163,26 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             continue
         delta = mine - amounts[same]
         new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
-        best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES]
-        for n in best.tolist():
+        best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist()
+        for n in dict.fromkeys([*best, *_coming_home(search, rows, top)]):
             s_row = int(rows[n])
             back = search.cost(s_row, top)
             cost = (there[0] + back[0], there[1] + back[1])
             key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]), cost)
             if key is not None:
                 out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
+    return out
+
+
+def _coming_home(search: GoalSearch, rows: np.ndarray, top: int) -> list[int]:
+    """Indices into ``rows`` of replicas the plan moved away from ``top``: swapping one back undoes a move."""
+    home = int(search.brokers[top])
+    moved = np.flatnonzero(search.moved_in[rows])
+    out = []
+    for n in moved.tolist():
+        i = int(search.part[rows[n]])
+        if home in search.live[i] and home not in search.replicas[i]:
+            out.append(n)
+            if len(out) == CANDIDATES:
+                break
     return out

@@ -6,11 +6,11 @@ import statistics
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
-from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame
+from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.oracle import fewest_moves
 from tests.unit.scenarios import scenario
 
@@ -80,31 +80,93 @@ def test_a_goal_out_of_reach_is_named_in_the_notes():
     assert "broker" in note and "x the lower bound" in note and "its heaviest replica is t" in note
 
 
-def test_moves_against_the_exact_optimum_on_small_clusters():
-    """CP-SAT's fewest moves reaching the same thresholds, on seeded small clusters (6 brokers, <= 60 partitions).
+def met_every_goal(result) -> bool:  # type: ignore[no-untyped-def]
+    return not any("goal not met" in n or "out of reach" in n for n in result.notes)
 
-    Prints the distribution. Guards what holds today (issue 12's target, <= 1.10x on average and
-    <= 1.25x at worst, is not reached yet): where balanced meets every threshold it never beats the
-    optimum (the oracle and the planner agree on the goals), and its mean ratio stays below 1.5x.
-    """
+
+def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
+    """Per goal in priority order (counts, disk, bytes in, bytes out, leader bytes in): met?"""
+    names = ("replica count", "disk", "bytes_in", "bytes_out", "leader_bytes_in")
+    return [not any(n.startswith(f"{g} goal") for n in result.notes) for g in names]
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["drifted", "skewed", "broker_added", "broker_removed", "rf_gt_racks"]),
+       brokers=st.integers(4, 9), partitions=st.integers(10, 80), seed=st.integers(0, 10_000))
+@example(kind="rf_gt_racks", brokers=6, partitions=38, seed=3)
+@example(kind="skewed", brokers=6, partitions=20, seed=0)
+def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_goals(kind, brokers, partitions, seed):
+    """The executed plan is the plan in force: balanced keeps it, unless a goal the plan missed becomes
+    reachable with the plan as the baseline (its per-plan rules, a replica moves once and no topic moves
+    A->B and B->A, start over). Then it meets strictly more goals, in priority order."""
+    b, parts = scenario(kind, brokers, partitions, seed)
+    first = plan(b, parts)
+    assert first.status == COMMITTED, first.error
+    live = executed(parts, first.planned)
+    again = plan(b, live, previous=True)
+    assert again.status in (COMMITTED, SKIPPED), again.error
+    if again.status == COMMITTED and again.metrics.moves:
+        assert goals_met(again) > goals_met(first), (first.notes, again.notes)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cluster=random_clusters(max_brokers=9, max_rf=4))
+def test_property_no_topic_moves_a_to_b_and_b_to_a(cluster):
+    brokers, parts = cluster
+    result = plan(brokers, parts)
+    if result.status == COMMITTED:
+        assert back_and_forth(parts, result.planned) == []
+
+
+def test_a_rack_every_partition_needs_is_named_when_it_keeps_a_goal_out_of_reach():
+    # rack r2 has one broker of five and every RF-3 partition needs a replica there
+    brokers = brokers_frame([1, 2, 3, 4, 5], ["r0", "r0", "r1", "r1", "r2"])
+    reps = [[1, 3, 5], [2, 4, 5], [1, 4, 5], [2, 3, 5]] * 5
+    parts = partitions_frame(reps, ["t"] * 20, list(range(20)), [10.0] * 20)
+    result = plan(brokers, parts)
+    counts = next(n for n in result.notes if n.startswith("replica count goal out of reach"))
+    assert "rack r2 must hold a replica of each of the 20 partitions" in counts and "broker 5 holds 20" in counts
+    bytes_in = next(n for n in result.notes if n.startswith("bytes_in goal out of reach"))
+    assert "rack r2" in bytes_in and "broker 5" in bytes_in
+
+
+def oracle_clusters() -> list[tuple[str, int, int, int]]:
+    """(kind, brokers, partitions, seed): 75 small clusters of 6 brokers, 10 of 7 and 8 with fewer partitions."""
     kinds = ["drifted", "skewed", "broker_added", "broker_removed", "rf_gt_racks"]
-    ratios, unmet = [], 0
-    for seed in range(30):
-        kind = kinds[seed % len(kinds)]
-        brokers, parts = scenario(kind, 6, 24 + (seed * 7) % 37, seed=100 + seed)
-        optimum = fewest_moves(brokers, parts, seconds=3)
+    out = [(kinds[s % 5], 6, 24 + (s * 7) % 37, 100 + s) for s in range(75)]
+    out += [(kinds[s % 5], 7 + s % 2, 16 + (s * 5) % 15, 200 + s) for s in range(10)]
+    return out
+
+
+def test_moves_against_the_exact_optimum_on_small_clusters():
+    """CP-SAT's fewest moves reaching the same thresholds under the same rules, on 85 seeded small clusters.
+
+    Prints the distribution. Guards what holds today: on every cluster the
+    solver proves reachable, balanced never beats the optimum where it meets
+    every threshold (the oracle and the planner agree on the goals and the
+    rules), misses the thresholds on at most a tenth, and its mean ratio stays
+    at most 1.12x. Issue 12's target (<= 1.10x on average, <= 1.25x at worst,
+    no reachable threshold missed) is met on average, not yet at worst.
+    """
+    ratios, missed, solved = [], [], 0
+    for kind, n_brokers, n_parts, seed in oracle_clusters():
+        brokers, parts = scenario(kind, n_brokers, n_parts, seed=seed)
+        optimum = fewest_moves(brokers, parts, seconds=5)
         if optimum.status != "optimal" or not optimum.moves:
             continue
+        solved += 1
         result = plan(brokers, parts)
-        met = not any("goal not met" in n for n in result.notes) and result.metrics.replica_spread_after <= 1
-        unmet += not met
-        if met:
-            assert result.metrics.moves >= optimum.moves, (seed, kind, result.metrics.moves, optimum.moves)
+        if not met_every_goal(result) or result.metrics.replica_spread_after > 1:
+            missed.append((kind, n_brokers, n_parts, seed))
+            continue
+        assert result.metrics.moves >= optimum.moves, (kind, seed, result.metrics.moves, optimum.moves)
         ratios.append(result.metrics.moves / optimum.moves)
     print(
-        f"\nbalanced / optimum moves on {len(ratios)} clusters: mean {statistics.mean(ratios):.2f}, "
-        f"median {statistics.median(ratios):.2f}, max {max(ratios):.2f}, percentiles 25/75/90 "
-        f"{np.percentile(ratios, [25, 75, 90]).round(2).tolist()}; reachable thresholds missed on {unmet}"
+        f"\nbalanced / optimum moves on {len(ratios)} of {solved} clusters the solver proved reachable: "
+        f"mean {statistics.mean(ratios):.3f}, median {statistics.median(ratios):.2f}, max {max(ratios):.2f}, "
+        f"percentiles 25/75/90 {np.percentile(ratios, [25, 75, 90]).round(2).tolist()}; "
+        f"reachable thresholds missed on {len(missed)}: {missed}"
     )
-    assert len(ratios) >= 20
-    assert statistics.mean(ratios) < 1.5
+    assert solved >= 50
+    assert len(missed) <= 0.1 * solved
+    assert statistics.mean(ratios) <= 1.12
