@@ -19,8 +19,9 @@ from assigners.balanced.state import Change, GoalSearch
 # An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
 # bytes moved (per gain when not fixing), kind, tie-break)
 Option = tuple[float, int, float, int, int, Change]
-# A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal
-Held = tuple[int, np.ndarray, np.ndarray, np.ndarray]
+# A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal,
+# and which of them the plan moved away from the round's top broker (swapping one back undoes a move)
+Held = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 CANDIDATES = 6  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
@@ -152,7 +153,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
     lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
     cap, load, out = search.capacity[k], search.load[k], list[Option]()
-    for c, all_rows, leads, amounts in held:
+    for c, all_rows, leads, amounts, from_top in held:
         there = search.cost(r, c)
         key = option_key(search, k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
         if key is not None:
@@ -164,7 +165,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         delta = mine - amounts[same]
         new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
         best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist()
-        for n in dict.fromkeys([*best, *_coming_home(search, rows, top)]):
+        for n in dict.fromkeys([*best, *np.flatnonzero(from_top[same])[:CANDIDATES].tolist()]):
             s_row = int(rows[n])
             back = search.cost(s_row, top)
             cost = (there[0] + back[0], there[1] + back[1])
@@ -174,15 +175,12 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     return out
 
 
-def _coming_home(search: GoalSearch, rows: np.ndarray, top: int) -> list[int]:
-    """Indices into ``rows`` of replicas the plan moved away from ``top``: swapping one back undoes a move."""
+def partner(search: GoalSearch, k: int, c: int, top: int) -> Held:
+    """Broker slot ``c`` as a partner of ``top`` for goal ``k``'s options (see :data:`Held`)."""
+    rows, leads, amounts = search.rows_and_amounts(k, c)
     home = int(search.brokers[top])
-    moved = np.flatnonzero(search.moved_in[rows])
-    out = []
-    for n in moved.tolist():
+    from_top = np.zeros(len(rows), dtype=bool)
+    for n in np.flatnonzero(search.moved_in[rows]).tolist():
         i = int(search.part[rows[n]])
-        if home in search.live[i] and home not in search.replicas[i]:
-            out.append(n)
-            if len(out) == CANDIDATES:
-                break
-    return out
+        from_top[n] = home in search.live[i] and home not in search.replicas[i]
+    return c, rows, leads, amounts, from_top

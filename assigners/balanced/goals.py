@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps, transfer_chains, transfers
+from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps, partner, transfer_chains, transfers
 from assigners.balanced.state import Change, GoalSearch, Resource
 
 ROUNDS_PER_GOAL = 2000
@@ -67,7 +67,14 @@ def improve(search: GoalSearch, k: int, top: int) -> bool:
     fixing = order[search.amount(k, order) >= excess]
     picks = list(dict.fromkeys([*order[:CANDIDATES].tolist(), *fixing[-CANDIDATES:].tolist()]))
     partners = [c for c in np.argsort(search.load[k], kind="stable")[: PARTNER_BROKERS + 1].tolist() if c != top]
-    held: list[Held] = [(c, *search.rows_and_amounts(k, c)) for c in partners[:PARTNER_BROKERS]]
+    cached: dict[int, Held] = {}
+
+    def held_by(c: int) -> Held:
+        if c not in cached:
+            cached[c] = partner(search, k, c, top)
+        return cached[c]
+
+    held = [held_by(c) for c in partners[:PARTNER_BROKERS]]
     options: list[Option] = []
     for r in picks:
         options += transfers(search, k, r, top)
@@ -79,7 +86,7 @@ def improve(search: GoalSearch, k: int, top: int) -> bool:
             search.slot_of(b)
             for b in sorted(search.live[int(search.part[r])] - set(search.replicas[int(search.part[r])]))
         ]
-        home_held = [(c, *search.rows_and_amounts(k, c)) for c in homes if c is not None and c != top]
+        home_held = [held_by(c) for c in homes if c is not None and c != top]
         options += moves_and_swaps(search, k, r, top, home_held)
     if not any(o[0] == 0.0 and o[1] <= 0 for o in options):
         # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
