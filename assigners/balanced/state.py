@@ -54,6 +54,7 @@ class GoalSearch:
     ) -> None:
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
+        self.slots = {b: slot for slot, b in enumerate(self.brokers.tolist())}
         self.live = [set(r) for r in partitions["current"]]
         self.topic = topic_codes(partitions)
         self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
@@ -78,10 +79,11 @@ class GoalSearch:
         for k, r in enumerate(resources):
             np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
         self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
-        self.on: list[set[int]] = [set() for _ in self.brokers]  # rows per broker slot
-        for row, slot in enumerate(self.slot.tolist()):
-            self.on[slot].add(row)
-        self._rows: dict[int, np.ndarray] = {}  # sorted rows per slot, dropped when the slot changes
+        # rows per broker slot: sorted arrays, and a set for a slot once an action changed it
+        by_slot = np.argsort(self.slot, kind="stable")
+        ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
+        self._rows: dict[int, np.ndarray] = {b: by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))}
+        self.on: dict[int, set[int]] = {}
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
@@ -89,8 +91,8 @@ class GoalSearch:
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
         self.moved: Counter[tuple[int, int, int]] = Counter()
-        for i, reps in enumerate(replicas):
-            self.moved.update(self.moves_of(i, reps))
+        for i in np.unique(self.part[self.moved_in]).tolist():  # only partitions the plan changes have moves
+            self.moved.update(self.moves_of(i, replicas[i]))
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self.actions = 0
 
@@ -138,7 +140,8 @@ class GoalSearch:
         """Replica rows on a broker slot, in row order (deterministic)."""
         rows = self._rows.get(slot)
         if rows is None:
-            rows = self._rows[slot] = np.sort(np.fromiter(self.on[slot], dtype=np.int64, count=len(self.on[slot])))
+            on = self.on[slot]
+            rows = self._rows[slot] = np.sort(np.fromiter(on, dtype=np.int64, count=len(on)))
         return rows
 
     def rows_of(self, i: int) -> range:
@@ -151,8 +154,8 @@ class GoalSearch:
         return next(row for row in rows if int(self.slot[row]) == slot)
 
     def slot_of(self, broker: int) -> int | None:
-        slot = int(np.searchsorted(self.brokers, broker))
-        return slot if slot < len(self.brokers) and int(self.brokers[slot]) == broker else None
+        """Broker id -> its slot among the eligible brokers (None: not eligible)."""
+        return self.slots.get(broker)
 
     def follower_amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         out: np.ndarray = self.resources[k].follower[self.part[rows]]
@@ -312,8 +315,10 @@ class GoalSearch:
         if lead and reps[0] != new:
             reps.remove(new)
             reps.insert(0, new)
+        for changed in (old_slot, slot):
+            if changed not in self.on:
+                self.on[changed] = set(self.rows_on(changed).tolist())
+            self._rows.pop(changed, None)
         self.on[old_slot].discard(row)
         self.on[slot].add(row)
-        self._rows.pop(old_slot, None)
-        self._rows.pop(slot, None)
         self.slot[row], self.lead[row] = slot, lead

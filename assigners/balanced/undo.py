@@ -8,6 +8,8 @@ from assigners.balanced.state import GoalSearch
 
 PAIR_TRIES = 8  # second undos tried per moved replica
 
+Step = tuple[int, int, bool, bool]  # (replica row, broker slot, leads, relocates), as in a Change
+
 
 def undo_needless_moves(search: GoalSearch) -> int:
     """Put replicas the plan moved back on a live broker of their partition wherever nothing gets worse.
@@ -24,23 +26,31 @@ def undo_needless_moves(search: GoalSearch) -> int:
         if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
             search.apply_steps((undo,))
             undone += 1
-    reverse: dict[tuple[int, int], list[int]] = {}  # (broker slot it is on, slot it goes back to) -> rows
+    reverse: dict[tuple[int, int], list[tuple[int, Step]]] = {}  # (slot it is on, slot it goes back to) -> undos
     for row in moved_rows(search):
         if (undo := undo_step(search, row)) is not None:
-            reverse.setdefault((int(search.slot[row]), undo[1]), []).append(row)
-    for row in moved_rows(search):
-        undo = undo_step(search, row)
-        if undo is None:
-            continue
-        for other in reverse.get((undo[1], int(search.slot[row])), ())[:PAIR_TRIES]:
-            second = undo_step(search, other)
-            if second is None or int(search.part[other]) == int(search.part[row]):
-                continue
-            if search.harmless((undo, second)):
-                search.apply_steps((undo, second))
-                undone += 2
-                break
+            reverse.setdefault((int(search.slot[row]), undo[1]), []).append((row, undo))
+    for (there, home), undos in reverse.items():
+        opposite = reverse.get((home, there))
+        if not opposite or there > home:
+            continue  # each pair of directions once, from its lower slot
+        for row, undo in undos:
+            for other, second in opposite[:PAIR_TRIES]:
+                steps = (undo, second)
+                if int(search.part[other]) == int(search.part[row]) or not all(_still_moved(search, s) for s in steps):
+                    continue
+                if search.harmless(steps):
+                    search.apply_steps(steps)
+                    undone += 2
+                    break
     return undone
+
+
+def _still_moved(search: GoalSearch, step: Step) -> bool:
+    """Is the step's replica still away from its live brokers, and its way back still free?"""
+    row, back = step[0], step[1]
+    i = int(search.part[row])
+    return bool(search.moved_in[row]) and int(search.brokers[back]) not in search.replicas[i]
 
 
 def moved_rows(search: GoalSearch) -> list[int]:
@@ -48,7 +58,7 @@ def moved_rows(search: GoalSearch) -> list[int]:
     return np.flatnonzero(search.moved_in).tolist()
 
 
-def undo_step(search: GoalSearch, row: int) -> tuple[int, int, bool, bool] | None:
+def undo_step(search: GoalSearch, row: int) -> Step | None:
     """The step putting a moved replica back on its partition's first free live broker, if it still is moved."""
     i = int(search.part[row])
     if int(search.brokers[search.slot[row]]) in search.live[i]:
