@@ -68,11 +68,12 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     rf = partitions["rf"].tolist()
     resources = _resources(partitions, brokers, view)
     options = constraints
-    # judge the preferred layout first, then let its search go: at 1M partitions each holds ~1 GiB
-    kept = GoalSearch(preferred, partitions, view, resources, options) if view.eligible else None
-    preferred_even = kept is not None and _legal_and_settled(kept, partitions, view)
-    preferred_met = kept.goals_met() if kept is not None else []
-    del kept
+    replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
+    preferred_even, preferred_met = False, []
+    if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
+        kept = GoalSearch(preferred, partitions, view, resources, options)
+        preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
+        del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
         frame.attrs[SKIP_REASON] = (
@@ -80,7 +81,6 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             f"loads within {options.balanced_load_ratio}x their bounds): nothing to change"
         )
         return frame
-    replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
     settle(replicas, partitions, view, since=partitions["current"].tolist())
     notes, met = _reach_goals(replicas, partitions, view, resources, options)
     notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
@@ -168,12 +168,9 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
     ]
 
 
-def _legal_and_settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
-    """In the search's layout nothing is forced (every replica may stay, no cap broken), and the shared
-    count balancing finds no replica or leader to move (counts in their bands, or as close as racks allow)."""
-    rf = partitions["rf"].tolist()
-    if any(keep_valid(list(r), n, view) != list(r) for r, n in zip(search.replicas, rf)):
-        return False
+def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
+    """In the search's legal layout no cap is broken, and the shared count balancing finds no replica or
+    leader to move (counts in their bands, or as close as racks allow)."""
     if any(search.usage.over_capacity(b) for b in view.eligible):
         return False
     settled = [list(r) for r in search.replicas]

@@ -22,7 +22,11 @@ def undo_needless_moves(search: GoalSearch) -> int:
     current maximum when it is not met). Each undo saves a move. Returns how many.
     """
     undone = 0
+    count, slot = search.count, search.slot
     for row in moved_rows(search):
+        # most undos alone would take a count out of its band: checked here before building the change
+        if not search.count_ok(count, 0, int(slot[row]), -1):
+            continue
         if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
             search.apply_steps((undo,))
             undone += 1
