@@ -6,6 +6,7 @@ import statistics
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -91,8 +92,12 @@ def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
 
 
 @settings(max_examples=25, deadline=None)
-@given(kind=st.sampled_from(["drifted", "skewed", "broker_added", "broker_removed", "rf_gt_racks"]),
-       brokers=st.integers(4, 9), partitions=st.integers(10, 80), seed=st.integers(0, 10_000))
+@given(
+    kind=st.sampled_from(["drifted", "skewed", "broker_added", "broker_removed", "rf_gt_racks"]),
+    brokers=st.integers(4, 9),
+    partitions=st.integers(10, 80),
+    seed=st.integers(0, 10_000),
+)
 @example(kind="rf_gt_racks", brokers=6, partitions=38, seed=3)
 @example(kind="skewed", brokers=6, partitions=20, seed=0)
 def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_goals(kind, brokers, partitions, seed):
@@ -170,3 +175,25 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     assert solved >= 50
     assert len(missed) <= 0.1 * solved
     assert statistics.mean(ratios) <= 1.12
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12, open: after the count moves fill new brokers, the load goals still swap a few replicas "
+    "between old brokers (the count balancing picks which replicas go without looking at load); on 56 seeded "
+    "clusters within every threshold, 37 plans move 1-6 partitions between old brokers",
+)
+def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
+    brokers, parts = scenario("skewed", 6, 150, seed=24)
+    first = plan(brokers, parts)
+    assert met_every_goal(first) and first.metrics.replica_spread_after <= 1
+    live = executed(parts, first.planned)[parts.columns]
+    grown = brokers_frame([*brokers["broker_id"], 7, 8, 9], [*brokers["rack"], "r0", "r1", "r2"])
+    again = plan(grown, live)
+    before = {(t, p): set(r) for t, p, r in zip(live["topic"], live["partition"], live["replicas"])}
+    landed = {
+        b
+        for t, p, r in zip(*(again.planned[c] for c in ("topic", "partition", "replicas")))
+        for b in set(r) - before[(t, p)]
+    }
+    assert landed <= {7, 8, 9}, sorted(landed)
