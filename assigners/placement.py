@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -99,6 +99,29 @@ def keep_valid(
         domains = [view.domain_of[b] for b in kept]
         drop_one([j for j, d in enumerate(domains) if domains.count(d) > 1])
     return kept
+
+
+def keep_valid_each(baselines: list[list[int]], rf: Sequence[int], view: ClusterView) -> list[list[int]]:
+    """:func:`keep_valid` of every partition, without the per-partition call where all replicas may stay.
+
+    The common case (RF replicas, distinct, all eligible, enough racks) is
+    recognised in bulk on the replica matrix; the rest go through
+    :func:`keep_valid` one by one, so the result is the same.
+    """
+    n = len(baselines)
+    if not n:
+        return []
+    matrix = replica_matrix(baselines)
+    want = np.asarray(rf, dtype=np.int64)
+    present = matrix != PAD
+    eligible = np.isin(matrix, np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set)))
+    ordered = np.sort(np.where(present, matrix, np.iinfo(np.int64).max), axis=1)
+    distinct = ~((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != np.iinfo(np.int64).max)).any(axis=1)
+    domains = np.sort(np.where(present, view.domain_matrix(matrix), -1), axis=1)
+    spread = (domains[:, 1:] != domains[:, :-1]).sum(axis=1) + (domains[:, 0] != -1)
+    ok = (present.sum(axis=1) == want) & (eligible | ~present).all(axis=1) & distinct
+    ok &= spread >= view.required_domains_each(want)
+    return [list(b) if fine else keep_valid(list(b), int(r), view) for b, r, fine in zip(baselines, rf, ok.tolist())]
 
 
 def may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:

@@ -41,6 +41,20 @@ def goal_bound(resource: Resource, rf: np.ndarray) -> float:
     return load_lower_bound(resource.leader, resource.follower, rf, frame)
 
 
+class _Sets:
+    """Each partition's live brokers as a set, built the first time it is asked for (a search looks at a
+    few thousand partitions of a million)."""
+
+    def __init__(self, lists: list[list[int]]) -> None:
+        self.lists, self.sets = lists, dict[int, set[int]]()
+
+    def __getitem__(self, i: int) -> set[int]:
+        found = self.sets.get(i)
+        if found is None:
+            found = self.sets[i] = set(self.lists[i])
+        return found
+
+
 class GoalSearch:
     """Replica rows (partition, broker slot, leads?) and per-goal broker loads, under every rule."""
 
@@ -55,7 +69,7 @@ class GoalSearch:
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.slots = {b: slot for slot, b in enumerate(self.brokers.tolist())}
-        self.live = [set(r) for r in partitions["current"]]
+        self.live = _Sets(list(partitions["current"]))
         self.topic = topic_codes(partitions)
         self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
         self.spans_every_rack = view.required_domains_each(partitions["rf"].to_numpy()) >= view.n_domains
@@ -67,7 +81,7 @@ class GoalSearch:
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
         self.lead = position == 0
-        live = replica_matrix(list(partitions["current"]))
+        live = replica_matrix(self.live.lists)
         # rows on a broker that does not hold their partition live (the plan moved them there)
         self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
         # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount

@@ -41,7 +41,7 @@ from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
 from assigners.model import NOTES, SKIP_REASON, ClusterView, Constraints, assignment_frame, topic_codes
-from assigners.placement import keep_valid
+from assigners.placement import keep_valid_each
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
@@ -68,7 +68,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     rf = partitions["rf"].tolist()
     resources = _resources(partitions, brokers, view)
     options = constraints
-    replicas = [keep_valid(list(base), int(r), view) for base, r in zip(preferred, rf)]
+    replicas = keep_valid_each(preferred, rf, view)
     preferred_even, preferred_met = False, []
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
-from assigners.model import CORE0_RESERVE, LoadWeights, prepare_partitions
+from assigners.model import CORE0_RESERVE, ClusterView, LoadWeights, prepare_brokers, prepare_partitions
+from assigners.placement import keep_valid, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
@@ -248,3 +249,14 @@ def test_load_weights_shape_replica_loads_and_lpt():
     assert default.metrics.load_lower_bound != weighted.metrics.load_lower_bound
     assert weighted.metrics.max_load_after <= 1.1 * weighted.metrics.load_lower_bound
     assert not default.planned["replicas"].map(tuple).equals(weighted.planned["replicas"].map(tuple))
+
+
+@settings(max_examples=60, deadline=None)
+@given(cluster=random_clusters(), rack_aware=st.booleans(), failure_domains=st.integers(0, 3), rf=st.integers(1, 4))
+def test_property_keep_valid_each_is_keep_valid_of_every_partition(cluster, rack_aware, failure_domains, rf):
+    brokers, parts = cluster
+    constraints = Constraints(rack_aware=rack_aware, min_failure_domains=failure_domains)
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+    baselines = [list(r) + list(r)[:1] if i % 7 == 3 else list(r) for i, r in enumerate(parts["replicas"])]
+    wanted = [rf if i % 2 else len(b) for i, b in enumerate(baselines)]  # duplicates, RF changes, the rest as is
+    assert keep_valid_each(baselines, wanted, view) == [keep_valid(b, r, view) for b, r in zip(baselines, wanted)]
