@@ -23,7 +23,7 @@ Option = tuple[float, int, float, int, int, Change]
 # and which of them the plan moved away from the round's top broker (swapping one back undoes a move)
 Held = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
-CANDIDATES = 6  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
+CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
 
 def option_key(

@@ -16,7 +16,7 @@ from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps
 from assigners.balanced.state import Change, GoalSearch, Resource
 
 ROUNDS_PER_GOAL = 2000
-PARTNER_BROKERS = 6  # least loaded brokers whose replicas are tried as swap partners
+PARTNER_BROKERS = 5  # least loaded brokers whose replicas are tried as swap partners
 LATER_GOAL_TRIES = 6  # equally cheap accepted options compared by what they do to the later goals
 
 
