@@ -154,7 +154,7 @@ def write_inputs(store: TableStore, fleet: dict[str, pd.DataFrame], fleet_key: s
     (other sizes or seed) already wrote a snapshot of the same cluster at the
     same time: two snapshots under one key would fail every later plan.
     """
-    from jobs.pipeline import APP_ID_PREFIX
+    from jobs.history import APP_ID_PREFIX
 
     app_id = f"{APP_ID_PREFIX}-demo/{fleet_key}"
     specs = {"brokers": BROKERS, "partitions": PARTITIONS, "throughput": THROUGHPUT}

@@ -84,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from jobs.config import ConfigError, check_strategy, load_config
-    from jobs.pipeline import NoSnapshotError, UsageError, run_plan
+    from jobs.pipeline import run_plan
     from jobs.session import get_spark
+    from jobs.stages import NoSnapshotError, UsageError
     from jobs.store import TableNotFoundError, TableSchemaError, open_store
 
     try:

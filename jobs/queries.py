@@ -139,7 +139,7 @@ def _broker_report(
     store: TableStore, cluster_id: str, version: int, run: pd.Series, constraints: Constraints
 ) -> pd.DataFrame:
     """Per broker, before (the live layout of the plan's snapshot) and after (the plan)."""
-    from jobs.pipeline import assemble_partitions, at_snapshots, stacked_inputs
+    from jobs.inputs import assemble_partitions, at_snapshots, stacked_inputs
 
     weights = constraints.load_weights
     snapshot = {cluster_id: run["snapshot_ts"].to_pydatetime()}

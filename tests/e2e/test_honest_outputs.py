@@ -12,7 +12,7 @@ import pytest
 from jobs import cli
 from jobs.config import parse_config
 from jobs.demo import DEMO_SNAPSHOT
-from jobs.pipeline import derive_run_id
+from jobs.history import derive_run_id
 from tests.e2e.test_plan_cli import LATER, plan, small_fleet, table, versions, write_fleet
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
-from jobs.pipeline import assemble_partitions, at_snapshots, moves_columns, select_snapshots, stacked_inputs
+from jobs.commit import moves_columns
+from jobs.inputs import assemble_partitions, at_snapshots, select_snapshots, stacked_inputs
 from schemas import MOVES, PARTITIONS, PLAN_INPUT, THROUGHPUT
 
 pytestmark = pytest.mark.spark

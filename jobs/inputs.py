@@ -1,0 +1,175 @@
+"""The plan job's inputs: which snapshot each cluster is planned from, and its rows stacked as ``PLAN_INPUT``.
+
+Snapshots are chosen by SQL filters on ``cluster_id`` and ``snapshot_ts`` (no joins),
+so a fleet of any size stays one scan per table; :func:`assemble_partitions` turns one
+cluster's stacked rows back into the planner's partition frame.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.stages import NoSnapshotError, UsageError
+from jobs.store import TableStore
+from schemas import PLAN_INPUT
+
+
+def snapshot_catalog(store: TableStore, as_of: dt.datetime | None) -> dict[str, tuple[dt.datetime, dt.datetime | None]]:
+    """Per cluster of the partitions table: (earliest snapshot, newest at or before ``as_of`` or None)."""
+    ts = F.col("snapshot_ts")
+    chosen = ts if as_of is None else F.when(ts <= F.lit(as_of), ts)
+    # as microseconds: collect() would hand back naive datetimes in the machine's local zone
+    rows = (
+        store.read("partitions")
+        .groupBy("cluster_id")
+        .agg(F.unix_micros(F.min(ts)).alias("first"), F.unix_micros(F.max(chosen)).alias("chosen"))
+        .collect()
+    )
+    return {r["cluster_id"]: (from_micros(r["first"]), from_micros(r["chosen"])) for r in rows}
+
+
+def from_micros(micros: int | None) -> Any:
+    return None if micros is None else _EPOCH + dt.timedelta(microseconds=micros)
+
+
+def choose_snapshots(
+    catalog: dict[str, tuple[dt.datetime, dt.datetime | None]], as_of: dt.datetime | None, clusters: list[str] | None
+) -> dict[str, dt.datetime]:
+    """The snapshot each selected cluster is planned from; a named cluster without one is an error.
+
+    Unknown clusters are a usage error (exit 2); a run that finds no snapshot
+    at or before ``as_of`` names the earliest there is (exit 1). Without
+    ``--cluster``, clusters whose first snapshot came after ``as_of`` did not
+    exist yet and are left out.
+    """
+    unknown = sorted(set(clusters or []) - set(catalog))
+    if unknown:
+        known = ", ".join(sorted(catalog)) or "none"
+        raise UsageError(f"no snapshot in table partitions for cluster(s) {', '.join(unknown)} (known: {known})")
+    selected = sorted(clusters or catalog)
+    late = [c for c in selected if catalog[c][1] is None]
+    found = {c: catalog[c][1] for c in selected if catalog[c][1] is not None}
+    if not found or (clusters and late):
+        if not catalog:
+            raise NoSnapshotError("table partitions holds no snapshot: nothing to plan")
+        first = min((catalog[c][0], c) for c in (late or selected))
+        bound = f"at or before {as_of.isoformat()} " if as_of else ""
+        raise NoSnapshotError(
+            f"no snapshot {bound}in table partitions for cluster(s) {', '.join(late or selected)}: "
+            f"the earliest is {first[0].isoformat()} (cluster {first[1]})"
+        )
+    return found  # type: ignore[return-value]
+
+
+def select_snapshots(
+    store: TableStore, as_of: dt.datetime | None, clusters: list[str] | None
+) -> dict[str, dt.datetime]:
+    """Newest snapshot at or before ``as_of`` of each selected cluster (from the partitions table)."""
+    return choose_snapshots(snapshot_catalog(store, as_of), as_of, clusters)
+
+
+def at_snapshots(snapshots: dict[str, dt.datetime], op: str = "=") -> str:
+    """SQL filter for the rows of each cluster's snapshot (``op`` ``<=``: at or before it).
+
+    A filter, not a join with a frame of snapshots: no broadcast job, and the
+    ``cluster_id IN`` and time bounds reach the parquet reader. One map
+    lookup, so a fleet of any size stays one flat expression.
+    """
+    micros = {c: epoch_micros(t) for c, t in snapshots.items()}
+    bounds = f"snapshot_ts <= timestamp_micros({max(micros.values())})"
+    if op == "=":
+        bounds += f" AND snapshot_ts >= timestamp_micros({min(micros.values())})"
+    per_cluster = sql_lookup({c: f"timestamp_micros({m})" for c, m in micros.items()})
+    return f"cluster_id IN ({', '.join(map(sql_string, snapshots))}) AND {bounds} AND snapshot_ts {op} {per_cluster}"
+
+
+def sql_lookup(values: dict[str, str]) -> str:
+    """SQL for "this row's cluster's value" out of ``values`` (cluster -> SQL literal)."""
+    pairs = ", ".join(f"{sql_string(c)}, {v}" for c, v in values.items())
+    return f"try_element_at(map({pairs}), cluster_id)"
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def epoch_micros(ts: dt.datetime) -> int:
+    """Microseconds since the epoch; a naive time is UTC (the session's zone)."""
+    aware = ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)
+    return (aware - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def stacked_inputs(
+    store: TableStore, snapshots: dict[str, dt.datetime], plans_df: DataFrame | None = None
+) -> DataFrame:
+    """The snapshot's partitions, the rates measured at or before it and the previous plan, in one frame."""
+    partitions = store.read("partitions").where(at_snapshots(snapshots))
+    rates = store.read("throughput").where(at_snapshots(snapshots, "<="))
+    stacked = _as_plan_input(
+        partitions, "partition", replicas="replicas", leader="leader", size_bytes="size_bytes"
+    ).unionByName(
+        _as_plan_input(
+            rates, "throughput", measured_ts="snapshot_ts", bytes_in="bytes_in_per_sec", bytes_out="bytes_out_per_sec"
+        )
+    )
+    if plans_df is not None:
+        stacked = stacked.unionByName(
+            _as_plan_input(plans_df, "previous", replicas="replicas", epoch="epoch", cores="coalesce(cores, array())")
+        )
+    return stacked
+
+
+def _as_plan_input(df: DataFrame, source: str, **columns: str) -> DataFrame:
+    """``df``'s rows as PLAN_INPUT rows of one source: the keys, ``columns`` (SQL), null elsewhere.
+
+    Arrays a source lacks are empty, not null: Spark's Arrow writer spends
+    ~7 us on each null array (0.7 s per 100k rows, more than the scan).
+    """
+    picked = {"cluster_id": "cluster_id", "source": sql_string(source), "topic": "topic", "partition": "`partition`"}
+    picked.update(columns)
+    absent = {"array<int>": "array()"}
+    return df.selectExpr(
+        *[
+            f"CAST({picked.get(c.name, absent.get(c.type, 'NULL'))} AS {c.type}) AS `{c.name}`"
+            for c in PLAN_INPUT.columns
+        ]
+    )
+
+
+_KEYS = ["topic", "partition"]
+
+
+def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
+    """One cluster's partition frame for the planner from its stacked PLAN_INPUT rows.
+
+    The snapshot's partition rows (duplicates kept, for validation to name),
+    each with its newest rates measured at or before the snapshot
+    (``has_throughput`` False and null rates when there are none) and the
+    previous plan's ``previous_replicas`` / ``previous_epoch`` / ``previous_cores`` (null when the
+    plan lacks it).
+    """
+    source = inputs["source"]
+    partitions = inputs.loc[source == "partition", [*_KEYS, "replicas", "leader", "size_bytes"]]
+    # ties on the timestamp are broken by value, so the pick never depends on row order
+    rates = (
+        inputs.loc[source == "throughput", [*_KEYS, "measured_ts", "bytes_in", "bytes_out"]]
+        .sort_values([*_KEYS, "measured_ts", "bytes_in", "bytes_out"], kind="stable")
+        .drop_duplicates(_KEYS, keep="last")
+        .drop(columns="measured_ts")
+    )
+    previous = inputs.loc[source == "previous", [*_KEYS, "replicas", "epoch", "cores"]].rename(
+        columns={"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"}
+    )
+    out = partitions.merge(rates, on=_KEYS, how="left").merge(previous, on=_KEYS, how="left")
+    out["has_throughput"] = out["bytes_in"].notna()
+    planned = out["previous_replicas"].astype(object)
+    out["previous_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
+    return out.reset_index(drop=True)

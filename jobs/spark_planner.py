@@ -1,0 +1,133 @@
+"""The planner in Spark: one ``applyInPandas`` group per cluster calls :func:`assigners.plan_cluster`.
+
+The pattern of Spark's ``applyInPandas`` examples: the function takes one group's pandas
+frame and returns a frame of a declared schema; a cluster's result travels back as rows
+of ``schemas.PLANNED``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+
+from assigners import COMMITTED, FAILED, Constraints, PlanRequest, plan_cluster
+from jobs.config import Config
+from jobs.history import History
+from jobs.inputs import assemble_partitions
+from schemas import PLANNED, TableSpec
+
+
+def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Callable[..., pd.DataFrame]:
+    """The cogrouped applyInPandas function; closes over plain values only (STYLE rule 3)."""
+    columns = PLANNED.column_names
+
+    def plan_group(key: tuple[Any, ...], inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame) -> pd.DataFrame:
+        cluster_id = str(key[0])
+        if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
+            return coerce_to_spec(pd.DataFrame(columns=columns), PLANNED)
+        spec = requests[cluster_id]
+        request = PlanRequest(
+            cluster_id=cluster_id,
+            strategy=spec["strategy"],
+            constraints=Constraints.from_dict(spec["constraints"]),
+            seed=spec["seed"],
+            has_previous_plan=spec["has_previous_plan"],
+            previous_partitions=spec["previous_partitions"],
+            previous_version=spec["plan_version"] - 1,
+            wave_broker_limit=spec["wave_broker_limit"],
+            allow_worse=spec["allow_worse"],
+        )
+        try:
+            result = plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
+            summary = {
+                "status": result.status,
+                "error": result.error,
+                "notes": result.notes,
+                "warnings": result.warnings,
+                "metrics": result.metrics.to_dict() if result.metrics else {},
+            }
+            planned = result.planned if result.status == COMMITTED else result.planned.iloc[0:0]
+        except Exception as exc:  # noqa: BLE001 - one cluster's bug must not sink the fleet
+            summary = {
+                "status": FAILED,
+                "error": f"cluster {cluster_id}: internal error: {exc!r}",
+                "notes": [],
+                "warnings": [],
+                "metrics": {},
+            }
+            planned = pd.DataFrame(columns=columns)
+        planned = planned.assign(
+            cluster_id=cluster_id,
+            plan_version=spec["plan_version"],
+            run_id=run_id,
+            snapshot_ts=pd.Timestamp(spec["snapshot_ts"]),
+            strategy=request.strategy,
+            summary_json=None,
+        )
+        outcome = pd.DataFrame(
+            [
+                {
+                    "cluster_id": cluster_id,
+                    "plan_version": spec["plan_version"],
+                    "run_id": run_id,
+                    "strategy": request.strategy,
+                    "snapshot_ts": pd.Timestamp(spec["snapshot_ts"]),
+                    "summary_json": json.dumps(summary, sort_keys=True),
+                }
+            ]
+        )
+        return coerce_to_spec(pd.concat([planned, outcome], ignore_index=True), PLANNED)
+
+    return plan_group
+
+
+_PANDAS_DTYPES = {"int": "Int32", "long": "Int64", "double": "float64"}
+
+
+def coerce_to_spec(pdf: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
+    """Spec column order, and nullable integer dtypes so missing values reach Arrow as nulls, not NaN."""
+    out = pdf.reindex(columns=spec.column_names)
+    for column in spec.columns:
+        if column.type in _PANDAS_DTYPES:
+            out[column.name] = out[column.name].astype(_PANDAS_DTYPES[column.type])
+        elif column.type in ("array<int>", "string"):  # concat leaves NaN where a value is missing
+            values = out[column.name].astype(object)
+            out[column.name] = values.where(values.notna(), None)
+    return out
+
+
+def plan_requests(
+    config: Config, snapshots: dict[str, dt.datetime], history: History, strategy: str | None
+) -> dict[str, dict[str, Any]]:
+    out = {}
+    for cluster_id, snapshot_ts in snapshots.items():
+        settings = config.for_cluster(cluster_id, strategy)
+        last_version, _, last_partitions = history.last_committed.get(cluster_id, (0, "", 0))
+        out[cluster_id] = {
+            "strategy": settings.strategy,
+            "constraints": settings.constraints.to_dict(),
+            "config_hash": config.cluster_hash(cluster_id, strategy),
+            "seed": config.seed,
+            "wave_broker_limit": config.wave_broker_limit,
+            "allow_worse": config.allow_worse,
+            "has_previous_plan": last_version > 0,
+            "previous_partitions": last_partitions,
+            "plan_version": last_version + 1,
+            "snapshot_ts": snapshot_ts.isoformat(),
+        }
+    return out
+
+
+def run_planner(
+    inputs_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]], run_id: str
+) -> DataFrame:
+    return (
+        inputs_df.groupBy("cluster_id")
+        .cogroup(brokers_df.groupBy("cluster_id"))
+        .applyInPandas(make_cluster_planner(requests, run_id), schema=PLANNED.spark_schema())
+    )
