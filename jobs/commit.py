@@ -89,6 +89,7 @@ def plan_runs_rows(
                 "finished_at": finished_at,
                 "notes": "; ".join(o.notes) or None,
                 **{k: o.metrics.get(k) for k in PLAN_RUNS.metric_columns},
+                "config_json": o.config_json,
             }
         )
     return pd.DataFrame(rows, columns=PLAN_RUNS.column_names)

@@ -88,6 +88,10 @@ class Config:
             "constraints": settings.constraints.to_dict(),
         }
 
+    def cluster_json(self, cluster_id: str, strategy_override: str | None = None) -> str:
+        """One cluster's effective config as JSON (``plan_runs.config_json``; its hash is the config hash)."""
+        return json.dumps(self.planning_dict(cluster_id, strategy_override), sort_keys=True, separators=(",", ":"))
+
     def cluster_hash(self, cluster_id: str, strategy_override: str | None = None) -> str:
         """Hash of one cluster's effective config (``plan_runs.config_hash``)."""
         return _hash(self.planning_dict(cluster_id, strategy_override))

@@ -23,6 +23,7 @@ class ClusterOutcome:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     config_hash: str | None = None
+    config_json: str | None = None
     done_by: str | None = None  # the run id that already wrote this outcome: nothing new is written
 
     def summary_line(self, dry_run: bool = False) -> str:
@@ -114,4 +115,5 @@ def planned_outcome(row: Any, snapshots: dict[str, dt.datetime], requests: dict[
         notes=summary["notes"],
         warnings=summary["warnings"],
         config_hash=requests[row["cluster_id"]]["config_hash"],
+        config_json=requests[row["cluster_id"]]["config_json"],
     )

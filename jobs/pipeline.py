@@ -89,6 +89,7 @@ def run_plan(
                 requests[c]["strategy"],
                 error=f"cluster {c}: no rows in table partitions for snapshot {ts.isoformat()}",
                 config_hash=requests[c]["config_hash"],
+                config_json=requests[c]["config_json"],
             )
             for c, ts in todo.items()
             if c not in {o.cluster_id for o in outcomes}

@@ -121,7 +121,7 @@ def write_report(
         folder = Path(out_dir) / cid / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
         run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
-        brokers = _broker_report(store, cid, version, run, config.for_cluster(cid).constraints)
+        brokers = _broker_report(store, cid, version, run, run_constraints(run, config, cid))
         brokers.to_csv(folder / "brokers.csv", index=False)
         moves = (
             committed(store, "moves")
@@ -133,6 +133,15 @@ def write_report(
         (folder / "summary.md").write_text(_summary_md(cid, version, run, brokers, moves))
         written.append(str(folder))
     return written
+
+
+def run_constraints(run: pd.Series, config: Config, cluster_id: str) -> Constraints:
+    """The constraints a committed plan was made with (``plan_runs.config_json``); runs written before that
+    column existed fall back to the config given to the command."""
+    recorded = run.get("config_json")
+    if isinstance(recorded, str) and recorded:
+        return Constraints.from_dict(json.loads(recorded)["constraints"])
+    return config.for_cluster(cluster_id).constraints
 
 
 def _broker_report(

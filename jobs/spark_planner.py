@@ -112,6 +112,7 @@ def plan_requests(
             "strategy": settings.strategy,
             "constraints": settings.constraints.to_dict(),
             "config_hash": config.cluster_hash(cluster_id, strategy),
+            "config_json": config.cluster_json(cluster_id, strategy),
             "seed": config.seed,
             "wave_broker_limit": config.wave_broker_limit,
             "allow_worse": config.allow_worse,

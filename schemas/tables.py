@@ -221,6 +221,12 @@ PLAN_RUNS = TableSpec(
         _metric("bytes_out_ratio_after", "double"),
         _metric("disk_ratio_before", "double", "fullest broker's bytes (per disk capacity, else weight) / its bound"),
         _metric("disk_ratio_after", "double"),
+        Column(
+            "config_json",
+            "string",
+            True,
+            "the cluster's effective config as the plan was made (seed, waves, strategy, constraints, options)",
+        ),
     ),
 )
 

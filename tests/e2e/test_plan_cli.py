@@ -268,6 +268,23 @@ def test_export_report_and_sql(spark, warehouse, tmp_path, capsys):
     assert "cluster-1" in shown and "cluster-2" in shown
 
 
+def test_report_explains_a_plan_with_the_config_it_was_made_with(spark, warehouse, tmp_path):
+    """A broker excluded only in the run's config is not eligible in report's brokers.csv, with no --config."""
+    write_fleet(warehouse, small_fleet())
+    config = tmp_path / "exclude.toml"
+    config.write_text('[clusters."cluster-1".constraints]\nexcluded_brokers = [2]\n')
+    assert plan(warehouse, "--config", str(config), "--cluster", "cluster-1") == 0
+    runs = table(warehouse, "plan_runs")
+    recorded = json.loads(runs.loc[runs.cluster_id == "cluster-1", "config_json"].iloc[0])
+    assert recorded["constraints"]["excluded_brokers"] == [2] and recorded["strategy"] == "balanced"
+
+    report_dir = tmp_path / "report"
+    assert cli.main(["report", "--warehouse", warehouse, "--cluster", "cluster-1", "--out", str(report_dir)]) == 0
+    brokers = pd.read_csv(report_dir / "cluster-1" / "v1" / "brokers.csv").set_index("broker_id")
+    assert not brokers.loc[2, "eligible"] and brokers.drop(index=2)["eligible"].all()
+    assert brokers.loc[2, "replicas_after"] == 0
+
+
 @pytest.mark.parametrize(
     "args,fragment",
     [
