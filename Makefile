@@ -36,7 +36,7 @@ bench: $(STAMP) package ## benchmarks: job vs bare read+write at ~100k partition
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_plan.py
 	$(BIN)/python bench/bench_assigners.py
 
-lint: $(STAMP) ## ruff + mypy (strict on assigners/ and schemas/)
+lint: $(STAMP) ## ruff + mypy (strict on assigners/, schemas/ and jobs/)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

@@ -279,7 +279,7 @@ def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]
     """``[planner]`` options the strategies read (carried in Constraints to the workers)."""
     defaults = Constraints()  # one place for the defaults: the dataclass
     ratio = _number(planner, "lpt_skip_ratio", defaults.lpt_skip_ratio, source)
-    if ratio < 1:
+    if ratio is None or ratio < 1:
         raise ConfigError(f"{source}: planner.lpt_skip_ratio must be >= 1, got {ratio}")
     vnodes = _typed(planner, "vnodes_per_core", int, defaults.vnodes_per_core, "planner.", source)
     if vnodes < 1:

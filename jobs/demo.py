@@ -127,7 +127,7 @@ def _cluster(
 
 def _topic_partition_counts(rng: np.random.Generator, n_topics: int, total: int) -> np.ndarray:
     weights = rng.pareto(1.2, n_topics) + 1.0
-    counts = np.maximum(1, np.round(weights / weights.sum() * total)).astype(int)
+    counts: np.ndarray = np.maximum(1, np.round(weights / weights.sum() * total)).astype(int)
     return counts
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -63,7 +64,8 @@ class History:
 
 
 def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History:
-    runs = (
+    runs = cast(
+        pd.DataFrame,
         store.read_or_empty("plan_runs")
         .where(F.col("cluster_id").isin(clusters) | (F.col("run_id") == run_id))
         .select(
@@ -77,7 +79,7 @@ def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History
             "config_hash",
             F.unix_micros("snapshot_ts").alias("snapshot_micros"),
         )
-        .toPandas()
+        .toPandas(),
     )
     committed = runs[(runs["status"] == COMMITTED) & runs["cluster_id"].isin(clusters)].sort_values("plan_version")
     last = {

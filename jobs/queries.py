@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -120,14 +120,18 @@ def write_report(
         version = resolve_version(store, cid, plan_version)
         folder = Path(out_dir) / cid / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
-        run = runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas().iloc[0]
+        run = cast(
+            pd.DataFrame, runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas()
+        )
+        run = run.iloc[0]
         brokers = _broker_report(store, cid, version, run, run_constraints(run, config, cid))
         brokers.to_csv(folder / "brokers.csv", index=False)
-        moves = (
+        moves = cast(
+            pd.DataFrame,
             committed(store, "moves")
             .where((F.col("cluster_id") == cid) & (F.col("plan_version") == version))
             .orderBy("wave", "topic", "partition")
-            .toPandas()
+            .toPandas(),
         )
         moves.to_csv(folder / "moves.csv", index=False)
         (folder / "summary.md").write_text(_summary_md(cid, version, run, brokers, moves))

@@ -258,7 +258,10 @@ class DeltaRsStore(TableStore):
             )
         else:
             now_ms = int(time.time() * 1000)
-            actions = [*adds, *(RemoveAction(p, True, now_ms, size, pv) for p, size, pv in removes)]
+            actions = [
+                *adds,
+                *(RemoveAction(p, True, now_ms, size, dict[str, str | None](pv)) for p, size, pv in removes),
+            ]
             _add_new_columns(uri, arrow_schema)
             table = DeltaTable(uri)  # reloaded right before committing
             table.create_write_transaction(
@@ -395,7 +398,8 @@ class DeltaSparkStore(TableStore):
 
         if not self.exists(name):
             return None
-        return int(DeltaTable.forPath(self.spark, self.location(name)).history(1).first()["version"])
+        last = DeltaTable.forPath(self.spark, self.location(name)).history(1).first()
+        return None if last is None else int(last["version"])
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         if not self.exists(name):
