@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
+from assigners.model import ClusterView, Constraints, Strategy, assignment_frame, stable_hash
 from assigners.placement import Usage, raise_no_room
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -220,3 +220,7 @@ def assign_rendezvous(
         for j, row in enumerate(_top_brokers(scores, ids, head)):
             replicas.append(picker.pick(lo + j, int(rf[lo + j]), _Preference(row, scores[j], ids)))
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+
+
+RING = Strategy("consistent_hash", assign_ring)
+RENDEZVOUS = Strategy("rendezvous", assign_rendezvous)

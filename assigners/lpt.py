@@ -34,7 +34,7 @@ from scipy.optimize import linear_sum_assignment
 
 from assigners.errors import CapacityExhaustedError
 from assigners.metrics import broker_table
-from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, assignment_frame, replica_matrix
+from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, Strategy, assignment_frame, replica_matrix
 from assigners.placement import Usage, keep_valid, may_replace, pop_legal, refill
 
 
@@ -341,3 +341,6 @@ def _slots(matrix: np.ndarray, slot: dict[int, int]) -> np.ndarray:
         out[matrix == b] = k
     out[matrix == PAD] = -1
     return out
+
+
+STRATEGY = Strategy("lpt", assign, balances_leader_counts=False)  # leaders placed for load

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,6 +31,22 @@ CORE0_RESERVE = 2
 SKIP_REASON = "skip_reason"
 # ... and may list, under this key, notes for people (goals it could not meet and why).
 NOTES = "notes"
+
+# A strategy's assign function: (prepared brokers, prepared partitions, constraints, seed) -> assignment frame.
+Assign = Callable[[pd.DataFrame, pd.DataFrame, "Constraints", int], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One registered strategy: its name, its assign function and the traits the planner needs.
+
+    Each strategy module declares its record; :data:`assigners.planner.STRATEGIES`
+    lists them, and nothing else names a strategy to decide how to treat it.
+    """
+
+    name: str
+    assign: Assign
+    balances_leader_counts: bool = True  # False: it places leaders for load, the planner keeps them
 
 
 @dataclass(frozen=True)

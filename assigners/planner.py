@@ -26,6 +26,7 @@ from assigners.model import (
     SKIP_REASON,
     ClusterView,
     Constraints,
+    Strategy,
     assignment_frame,
     prepare_brokers,
     prepare_partitions,
@@ -42,23 +43,23 @@ from assigners.validate import (
     validate_plan,
 )
 
-Strategy = Callable[[pd.DataFrame, pd.DataFrame, Constraints, int], pd.DataFrame]
-
+# The registry: adding a strategy is its module (with its ``Strategy`` record) and one entry here.
 STRATEGIES: dict[str, Strategy] = {
-    "balanced": balanced.assign,
-    "consistent_hash": hashing.assign_ring,
-    "lpt": lpt.assign,
-    "range": range_assign.assign,
-    "rendezvous": hashing.assign_rendezvous,
-    "round_robin": round_robin.assign,
-    "sticky": sticky.assign,
+    s.name: s
+    for s in (
+        balanced.STRATEGY,
+        hashing.RING,
+        lpt.STRATEGY,
+        range_assign.STRATEGY,
+        hashing.RENDEZVOUS,
+        round_robin.STRATEGY,
+        sticky.STRATEGY,
+    )
 }
 
 COMMITTED, SKIPPED, FAILED = "committed", "skipped", "failed"
 
 PLANNED_COLUMNS = ["topic", "partition", "load", "cores", *DIFF_COLUMNS]
-# Strategies whose leaders balance counts; lpt's balance leader load instead and keep them.
-_LEADER_COUNT_STRATEGIES = frozenset(STRATEGIES) - {"lpt"}
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     view = ClusterView.from_brokers(prepared_brokers, constraints)
     check_feasible(prepared, view)
 
-    assignment = STRATEGIES[request.strategy](prepared_brokers, prepared, constraints, request.seed)
+    assignment = STRATEGIES[request.strategy].assign(prepared_brokers, prepared, constraints, request.seed)
     rules = LeaderRules.resolve(constraints, prepared)
     warnings = config_entries_not_in_cluster(constraints, prepared, prepared_brokers, rules.missing)
     if warnings:
@@ -302,7 +303,7 @@ def _apply_rules(
 
     Returns the plan_runs counts they add (unmet affinity hints, deferred moves).
     """
-    rebalance = strategy in _LEADER_COUNT_STRATEGIES
+    rebalance = STRATEGIES[strategy].balances_leader_counts
     unmet: list[str] = []
     fixed: frozenset[int] = frozenset()
     if rules.active:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.balance import settle
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
+from assigners.model import ClusterView, Constraints, Strategy, assignment_frame, stable_hash
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -81,3 +81,6 @@ def _followers(first: int, rf: int, order: list[int], view: ClusterView) -> list
             chosen.append(b)
             used.add(view.domain_of[b])
     return chosen
+
+
+STRATEGY = Strategy("range", assign)

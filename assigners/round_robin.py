@@ -20,7 +20,7 @@ import pandas as pd
 
 from assigners.balance import settle
 from assigners.errors import InsufficientBrokersError
-from assigners.model import ClusterView, Constraints, assignment_frame, stable_hash
+from assigners.model import ClusterView, Constraints, Strategy, assignment_frame, stable_hash
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -88,3 +88,6 @@ def _place(i: int, rf: int, order: list[int], view: ClusterView, start: int, shi
         chosen.append(broker)
         used_domains.add(domain)
     return chosen
+
+
+STRATEGY = Strategy("round_robin", assign)

@@ -34,6 +34,7 @@ from assigners.model import (
     PAD,
     ClusterView,
     Constraints,
+    Strategy,
     assignment_frame,
     pad_to,
     replica_matrix,
@@ -107,3 +108,6 @@ def _back_and_forth(baseline: np.ndarray, plan: np.ndarray, topics: np.ndarray) 
     forward = (t * span + a) * span + b
     backward = (t * span + b) * span + a
     return int(np.isin(forward, backward).sum())
+
+
+STRATEGY = Strategy("sticky", assign)

@@ -5,6 +5,6 @@ rules) <- ``actions`` (options and their cost) <- ``goals`` (one goal worked
 off its most loaded broker) and ``undo`` <- ``strategy`` (the goals in turn).
 """
 
-from assigners.balanced.strategy import assign
+from assigners.balanced.strategy import STRATEGY, assign
 
-__all__ = ["assign"]
+__all__ = ["STRATEGY", "assign"]

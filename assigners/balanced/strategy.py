@@ -40,7 +40,7 @@ from assigners.balance import settle, topic_moves
 from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
-from assigners.model import NOTES, SKIP_REASON, ClusterView, Constraints, assignment_frame, topic_codes
+from assigners.model import NOTES, SKIP_REASON, ClusterView, Constraints, Strategy, assignment_frame, topic_codes
 from assigners.placement import keep_valid_each
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
@@ -176,3 +176,6 @@ def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) ->
     settled = [list(r) for r in search.replicas]
     settle(settled, partitions, view, since=partitions["current"].tolist())
     return settled == search.replicas
+
+
+STRATEGY = Strategy("balanced", assign)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from assigners import STRATEGIES
 from jobs import cli
+from jobs.config import ConfigError, load_config
 from schemas import ALL_TABLES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,3 +67,21 @@ def test_every_flag_the_readme_shows_is_one_the_command_takes(command, capsys):
     shown = capsys.readouterr().out
     missing = sorted(f for f in readme_commands()[command] if f not in shown)
     assert not missing, f"README shows {missing} for {command}, its --help does not"
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_registered_strategy_is_documented_and_configurable(name, tmp_path):
+    strategy = STRATEGIES[name]
+    assert strategy.name == name and callable(strategy.assign)
+    assert f"| `{name}` |" in README.read_text(), "README's strategy table lacks it"
+    assert name in (ROOT / "conf" / "local.toml").read_text(), "conf/local.toml's strategy line lacks it"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[planner]\nstrategy = "{name}"\n[clusters."c1"]\nstrategy = "{name}"\n')
+    assert load_config(str(config)).for_cluster("c1").strategy == name
+
+
+def test_an_unknown_strategy_is_refused_naming_the_key_and_the_known_ones(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('[clusters."c1"]\nstrategy = "balancd"\n')
+    with pytest.raises(ConfigError, match=r"clusters\.c1.*strategy = 'balancd'; known strategies: balanced, "):
+        load_config(str(config))
