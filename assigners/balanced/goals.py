@@ -25,10 +25,13 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     k = search.resources.index(resource)
     if search.bounds[k] <= 0:
         return None
-    for _ in range(ROUNDS_PER_GOAL):
-        top = int(np.argmax(search.load[k]))
-        if search.load[k][top] <= search.target(k) * (1 + 1e-9) or not improve(search, k, top):
-            break
+    # first with actions that add no move (leadership, and exchanges that send a moved replica home),
+    # then with any: the free pass lets the count balancing's choice of replicas carry the load goals
+    for free in (True, False):
+        for _ in range(ROUNDS_PER_GOAL):
+            top = int(np.argmax(search.load[k]))
+            if search.load[k][top] <= search.target(k) * (1 + 1e-9) or not improve(search, k, top, free):
+                break
     if search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
         return None
     top = int(np.argmax(search.load[k]))
@@ -51,8 +54,9 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     )
 
 
-def improve(search: GoalSearch, k: int, top: int) -> bool:
-    """Apply the best accepted action that lowers broker ``top``'s load of goal ``k``.
+def improve(search: GoalSearch, k: int, top: int, free: bool = False) -> bool:
+    """Apply the best accepted action that lowers broker ``top``'s load of goal ``k`` (``free``: only
+    actions that add no replica move, with the brokers holding replicas moved away from ``top`` as partners).
 
     Options are scored on goal ``k``'s loads alone, in bulk; the rules
     (racks, caps, counts, earlier goals) are checked down the sorted list
@@ -67,6 +71,10 @@ def improve(search: GoalSearch, k: int, top: int) -> bool:
     fixing = order[search.amount(k, order) >= excess]
     picks = list(dict.fromkeys([*order[:CANDIDATES].tolist(), *fixing[-CANDIDATES:].tolist()]))
     partners = [c for c in np.argsort(search.load[k], kind="stable")[: PARTNER_BROKERS + 1].tolist() if c != top]
+    partners = partners[:PARTNER_BROKERS]
+    if free:  # and the least loaded of those holding replicas moved away from top, to swap one back
+        away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
+        partners = list(dict.fromkeys([*partners, *away[:PARTNER_BROKERS]]))
     cached: dict[int, Held] = {}
 
     def held_by(c: int) -> Held:
@@ -74,7 +82,7 @@ def improve(search: GoalSearch, k: int, top: int) -> bool:
             cached[c] = partner(search, k, c, top)
         return cached[c]
 
-    held = [held_by(c) for c in partners[:PARTNER_BROKERS]]
+    held = [held_by(c) for c in partners]
     options: list[Option] = []
     for r in picks:
         options += transfers(search, k, r, top)
@@ -92,6 +100,8 @@ def improve(search: GoalSearch, k: int, top: int) -> bool:
         # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
         for r in order[search.lead[order]][:CANDIDATES].tolist():
             options += transfer_chains(search, k, r, top)
+    if free:
+        options = [o for o in options if o[1] <= 0]
     options.sort(key=lambda o: o[:5])
     best: tuple[float, int, Change] | None = None
     tried, first_class = 0, None

@@ -84,6 +84,7 @@ class GoalSearch:
         live = replica_matrix(self.live.lists)
         # rows on a broker that does not hold their partition live (the plan moved them there)
         self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
+        self.live_matrix = live
         # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount
         self.as_leader = [r.leader.tolist() for r in resources]
         self.as_follower = [r.follower.tolist() for r in resources]
@@ -166,6 +167,13 @@ class GoalSearch:
         """The replica row of partition ``i`` on broker slot ``slot``."""
         rows = range(int(self.first_row[i]), int(self.first_row[i + 1]))
         return next(row for row in rows if int(self.slot[row]) == slot)
+
+    def holding_moved_from(self, slot: int) -> list[int]:
+        """Broker slots holding replicas the plan moved away from ``slot`` (their partition is live there)."""
+        rows = np.flatnonzero(self.moved_in)
+        away = (self.live_matrix[self.part[rows]] == self.brokers[slot]).any(axis=1)
+        slots: list[int] = np.unique(self.slot[rows[away]]).tolist()
+        return [s for s in slots if s != slot]
 
     def slot_of(self, broker: int) -> int | None:
         """Broker id -> its slot among the eligible brokers (None: not eligible)."""

@@ -180,11 +180,11 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
 @pytest.mark.xfail(
     strict=True,
     reason="issue 12, open: after the count moves fill new brokers, the load goals still swap a few replicas "
-    "between old brokers (the count balancing picks which replicas go without looking at load); on 56 seeded "
-    "clusters within every threshold, 37 plans move 1-6 partitions between old brokers",
+    "between old brokers (the count balancing picks which replicas go without looking at load); on 53 seeded "
+    "clusters within every threshold, 22 plans move 1-5 partitions between old brokers",
 )
 def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
-    brokers, parts = scenario("skewed", 6, 150, seed=24)
+    brokers, parts = scenario("skewed", 6, 50, seed=4)
     first = plan(brokers, parts)
     assert met_every_goal(first) and first.metrics.replica_spread_after <= 1
     live = executed(parts, first.planned)[parts.columns]
