@@ -24,6 +24,7 @@ import posixpath
 import re
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +82,27 @@ def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> s
     return path if "://" in path else os.path.abspath(path)
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a table's history: its version, when, and the metadata the writer attached."""
+
+    version: int
+    timestamp_ms: int
+    operation: str
+    metadata: dict[str, Any]
+
+
 @dataclass
-class TableStore:
-    """Where tables live and how they are read and appended; see the backends."""
+class TableStore(ABC):
+    """Where tables live and how they are read and appended: the contract every backend keeps.
+
+    Tables are named (``schemas.ALL_TABLES``) and live at :meth:`location`.
+    A backend reads a table at its latest or any earlier version, appends
+    atomically (the rows, the superseded files and the app transactions in
+    one commit), and tells the latest version, the recorded app transaction
+    versions and the history of commits. ``tests/spark/test_store_contract.py``
+    holds every backend that can start to the same tests.
+    """
 
     spark: SparkSession
     warehouse: str
@@ -123,15 +142,20 @@ class TableStore:
         return cast.to(spec.spark_schema())
 
     # backend interface -------------------------------------------------
+    @abstractmethod
     def exists(self, name: str) -> bool:
-        raise NotImplementedError
+        """Is there a table at the name's location?"""
 
+    @abstractmethod
     def version(self, name: str) -> int | None:
-        raise NotImplementedError
+        """The latest committed version (None: no table yet)."""
 
+    @abstractmethod
     def read(self, name: str, version: int | None = None) -> DataFrame:
-        raise NotImplementedError
+        """The table at its latest (or the given) version, in contract columns; a missing output table
+        reads empty, a missing input table raises :class:`TableNotFoundError`."""
 
+    @abstractmethod
     def append(
         self,
         name: str,
@@ -141,26 +165,69 @@ class TableStore:
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> int | None:
-        raise NotImplementedError
+        """Append ``df`` in one atomic commit that also removes the rows ``supersede`` names and records
+        the app transactions ``txns`` (app id -> version); a retried commit whose every app transaction is
+        recorded at that version or later is a no-op. Returns the version the table is at."""
+
+    @abstractmethod
+    def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
+        """The recorded version of each app transaction (None: never recorded)."""
+
+    @abstractmethod
+    def history(self, name: str) -> list[Commit]:
+        """The table's commits, newest first ([] when there is no table)."""
 
     def txn_version(self, name: str, app_id: str) -> int | None:
         return self.txn_versions(name, [app_id])[app_id]
 
-    def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
-        """Recorded Delta app-transaction versions, loading the table's log once."""
-        from deltalake import DeltaTable
-
-        if not self.exists(name):
-            return dict.fromkeys(app_ids)
-        table = DeltaTable(self.location(name))
-        return {app_id: table.transaction_version(app_id) for app_id in app_ids}
+    def already_recorded(self, name: str, txns: Mapping[str, int] | None) -> bool:
+        """Does the log hold every one of ``txns`` at its version or later (a retried commit)?"""
+        if not txns:
+            return False
+        recorded = self.txn_versions(name, sorted(txns))
+        return all(recorded[a] is not None and recorded[a] >= v for a, v in txns.items())  # type: ignore[operator]
 
     def read_or_empty(self, name: str, version: int | None = None) -> DataFrame:
         return self.read(name, version) if self.exists(name) else self.empty(name)
 
 
+def delta_log_txn_versions(location: str, app_ids: list[str]) -> dict[str, int | None]:
+    """App transaction versions as the Delta log at ``location`` records them (read with delta-rs)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location):
+        return dict.fromkeys(app_ids)
+    table = DeltaTable(location)
+    return {app_id: table.transaction_version(app_id) for app_id in app_ids}
+
+
+def delta_log_history(location: str) -> list[Commit]:
+    """The commits the Delta log at ``location`` holds, newest first (read with delta-rs)."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(location):
+        return []
+    out = []
+    for entry in DeltaTable(location).history():
+        raw = entry.get("userMetadata")
+        try:
+            metadata = json.loads(raw) if isinstance(raw, str) else {}
+        except json.JSONDecodeError:
+            metadata = {"userMetadata": raw}
+        out.append(
+            Commit(int(entry["version"]), int(entry.get("timestamp", 0)), str(entry.get("operation", "")), metadata)
+        )
+    return out
+
+
 class DeltaRsStore(TableStore):
     backend = "delta-rs"
+
+    def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
+        return delta_log_txn_versions(self.location(name), app_ids)
+
+    def history(self, name: str) -> list[Commit]:
+        return delta_log_history(self.location(name))
 
     def exists(self, name: str) -> bool:
         from deltalake import DeltaTable
@@ -233,6 +300,8 @@ class DeltaRsStore(TableStore):
 
         spec = ALL_TABLES[name]
         uri = self.location(name)
+        if self.already_recorded(name, txns):
+            return self.version(name)  # a retried commit: Delta's idempotent-write rule
         removes, kept = self._superseded(name, supersede) if supersede else ([], None)
         out = self.conform(name, df)
         if kept is not None:
@@ -388,6 +457,12 @@ class DeltaSparkStore(TableStore):
 
     backend = "delta-spark"
 
+    def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
+        return delta_log_txn_versions(self.location(name), app_ids)
+
+    def history(self, name: str) -> list[Commit]:
+        return delta_log_history(self.location(name))
+
     def exists(self, name: str) -> bool:
         from delta.tables import DeltaTable
 
@@ -420,6 +495,8 @@ class DeltaSparkStore(TableStore):
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> int | None:
+        if self.already_recorded(name, txns):
+            return self.version(name)  # a retried commit
         spec = ALL_TABLES[name]
         writer = self.conform(name, df).write.format("delta").partitionBy(*spec.partition_by)
         writer = writer.option("userMetadata", json.dumps(dict(metadata or {}), sort_keys=True))
