@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from assigners.model import ClusterView, Constraints, Strategy, assignment_frame, stable_hash
+from assigners.model import ClusterView, Constraints, Strategy, StrategyOption, assignment_frame, stable_hash
 from assigners.placement import Usage, raise_no_room
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -222,5 +222,20 @@ def assign_rendezvous(
     return assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
 
 
-RING = Strategy("consistent_hash", assign_ring)
+RING = Strategy(
+    "consistent_hash",
+    assign_ring,
+    options=(
+        StrategyOption("vnodes_per_core", "vnodes_per_core", int, 1, legacy="vnodes_per_core"),
+        StrategyOption(
+            "bounded_load_epsilon",
+            "bounded_load_epsilon",
+            float,
+            0,
+            strict=True,
+            optional=True,
+            legacy="bounded_load_epsilon",
+        ),
+    ),
+)
 RENDEZVOUS = Strategy("rendezvous", assign_rendezvous)

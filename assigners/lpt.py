@@ -34,7 +34,16 @@ from scipy.optimize import linear_sum_assignment
 
 from assigners.errors import CapacityExhaustedError
 from assigners.metrics import broker_table
-from assigners.model import PAD, SKIP_REASON, ClusterView, Constraints, Strategy, assignment_frame, replica_matrix
+from assigners.model import (
+    PAD,
+    SKIP_REASON,
+    ClusterView,
+    Constraints,
+    Strategy,
+    StrategyOption,
+    assignment_frame,
+    replica_matrix,
+)
 from assigners.placement import Usage, keep_valid, may_replace, pop_legal, refill
 
 
@@ -343,4 +352,9 @@ def _slots(matrix: np.ndarray, slot: dict[int, int]) -> np.ndarray:
     return out
 
 
-STRATEGY = Strategy("lpt", assign, balances_leader_counts=False)  # leaders placed for load
+STRATEGY = Strategy(
+    "lpt",
+    assign,
+    balances_leader_counts=False,  # leaders placed for load
+    options=(StrategyOption("skip_ratio", "lpt_skip_ratio", float, 1, legacy="lpt_skip_ratio"),),
+)

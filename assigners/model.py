@@ -37,6 +37,22 @@ Assign = Callable[[pd.DataFrame, pd.DataFrame, "Constraints", int], pd.DataFrame
 
 
 @dataclass(frozen=True)
+class StrategyOption:
+    """One setting a strategy reads: ``[planner.<strategy>] key``, carried to the workers in a Constraints field.
+
+    ``legacy``: the ``[planner]`` key earlier releases read, still accepted.
+    """
+
+    key: str
+    field: str  # the Constraints field that carries it (its default is the option's default)
+    kind: type  # int or float
+    minimum: float
+    strict: bool = False  # the value must be above the minimum, not at it
+    optional: bool = False  # may stay unset (None: off)
+    legacy: str | None = None
+
+
+@dataclass(frozen=True)
 class Strategy:
     """One registered strategy: its name, its assign function and the traits the planner needs.
 
@@ -47,6 +63,7 @@ class Strategy:
     name: str
     assign: Assign
     balances_leader_counts: bool = True  # False: it places leaders for load, the planner keeps them
+    options: tuple[StrategyOption, ...] = ()  # its [planner.<name>] settings
 
 
 @dataclass(frozen=True)

@@ -17,21 +17,14 @@ from typing import Any
 
 from assigners import STRATEGIES, Constraints
 from assigners.leadership import parse_ref
-from assigners.model import CORE0_RESERVE, LoadWeights
+from assigners.model import CORE0_RESERVE, LoadWeights, StrategyOption
 
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
 TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
-# [planner] keys the strategies read; they travel inside Constraints
-STRATEGY_OPTIONS = (
-    "lpt_skip_ratio",
-    "vnodes_per_core",
-    "bounded_load_epsilon",
-    "load_weights",
-    "balanced_count_slack",
-    "balanced_load_ratio",
-)
-# [planner.balanced] keys -> Constraints fields
-BALANCED_KEYS = {"count_slack": "balanced_count_slack", "load_ratio": "balanced_load_ratio"}
+# Constraints fields set under [planner] (global only): the load weights and every strategy's options
+STRATEGY_OPTIONS = ("load_weights", *(o.field for s in STRATEGIES.values() for o in s.options))
+# [planner] keys earlier releases read a strategy option from, still accepted
+LEGACY_OPTION_KEYS = tuple(o.legacy for s in STRATEGIES.values() for o in s.options if o.legacy)
 LOAD_WEIGHT_KEYS = tuple(LoadWeights.__dataclass_fields__)
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "local.toml"
 
@@ -109,8 +102,15 @@ def _hash(value: Any) -> str:
 _SECTIONS = {
     "job": {"warehouse", "store"},
     "tables": set(TABLE_NAMES),
-    "planner": {"strategy", "seed", "wave_broker_limit", "allow_worse", "balanced", *STRATEGY_OPTIONS}
-    - set(BALANCED_KEYS.values()),
+    "planner": {
+        "strategy",
+        "seed",
+        "wave_broker_limit",
+        "allow_worse",
+        "load_weights",
+        *LEGACY_OPTION_KEYS,
+        *(name for name, s in STRATEGIES.items() if s.options),
+    },
     "constraints": {
         "excluded_brokers",
         "rack_aware",
@@ -276,39 +276,42 @@ def _groups(raw: Mapping[str, Any], key: str, prefix: str, source: str) -> tuple
 
 
 def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """``[planner]`` options the strategies read (carried in Constraints to the workers)."""
-    defaults = Constraints()  # one place for the defaults: the dataclass
-    ratio = _number(planner, "lpt_skip_ratio", defaults.lpt_skip_ratio, source)
-    if ratio is None or ratio < 1:
-        raise ConfigError(f"{source}: planner.lpt_skip_ratio must be >= 1, got {ratio}")
-    vnodes = _typed(planner, "vnodes_per_core", int, defaults.vnodes_per_core, "planner.", source)
-    if vnodes < 1:
-        raise ConfigError(f"{source}: planner.vnodes_per_core must be >= 1, got {vnodes}")
-    eps = _number(planner, "bounded_load_epsilon", defaults.bounded_load_epsilon, source)
-    if eps is not None and eps <= 0:
-        raise ConfigError(f"{source}: planner.bounded_load_epsilon must be > 0, got {eps}")
-    return {
-        "lpt_skip_ratio": ratio,
-        "vnodes_per_core": vnodes,
-        "bounded_load_epsilon": eps,
-        "load_weights": _load_weights(planner.get("load_weights", {}), source),
-        **_balanced(planner.get("balanced", {}), source),
-    }
+    """``[planner.<strategy>]`` options of every registered strategy, and the load weights, as Constraints
+    fields (carried in Constraints to the workers). Defaults are the Constraints dataclass's."""
+    out: dict[str, Any] = {"load_weights": _load_weights(planner.get("load_weights", {}), source)}
+    for name, strategy in STRATEGIES.items():
+        if not strategy.options:
+            continue
+        section = planner.get(name, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{source}: [planner.{name}] must be a table")
+        _check_keys(section, {o.key for o in strategy.options}, f"planner.{name}.", source)
+        for option in strategy.options:
+            out[option.field] = _option(planner, section, name, option, source)
+    return out
 
 
-def _balanced(raw: Any, source: str) -> dict[str, Any]:
-    """``[planner.balanced]``: count_slack (integer >= 1), load_ratio (number >= 1)."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: [planner.balanced] must be a table")
-    _check_keys(raw, set(BALANCED_KEYS), "planner.balanced.", source)
-    defaults = Constraints()
-    slack = _typed(raw, "count_slack", int, defaults.balanced_count_slack, "planner.balanced.", source)
-    if slack < 1:
-        raise ConfigError(f"{source}: planner.balanced.count_slack must be >= 1, got {slack}")
-    ratio = _number(raw, "load_ratio", defaults.balanced_load_ratio, source, "planner.balanced.")
-    if ratio is None or ratio < 1:
-        raise ConfigError(f"{source}: planner.balanced.load_ratio must be >= 1, got {ratio}")
-    return {"balanced_count_slack": slack, "balanced_load_ratio": ratio}
+def _option(
+    planner: Mapping[str, Any], section: Mapping[str, Any], name: str, option: StrategyOption, source: str
+) -> Any:
+    """One strategy option from ``[planner.<name>]`` (or its legacy ``[planner]`` key), type and bound checked."""
+    if option.legacy and option.legacy in planner and option.key in section:
+        raise ConfigError(f"{source}: give planner.{name}.{option.key} or planner.{option.legacy}, not both")
+    table, key, prefix = (
+        (planner, option.legacy, "planner.") if option.legacy in planner else (section, option.key, f"planner.{name}.")
+    )
+    assert key is not None
+    default = getattr(Constraints(), option.field)
+    if option.kind is int:
+        value = _typed(table, key, int, default, prefix, source)
+    else:
+        value = _number(table, key, default, source, prefix)
+    if value is None and option.optional:
+        return None
+    if value is None or value < option.minimum or (option.strict and value <= option.minimum):
+        sign = ">" if option.strict else ">="
+        raise ConfigError(f"{source}: {prefix}{key} must be {sign} {option.minimum:g}, got {value}")
+    return value
 
 
 def _load_weights(raw: Any, source: str) -> LoadWeights:

@@ -40,7 +40,16 @@ from assigners.balance import settle, topic_moves
 from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
-from assigners.model import NOTES, SKIP_REASON, ClusterView, Constraints, Strategy, assignment_frame, topic_codes
+from assigners.model import (
+    NOTES,
+    SKIP_REASON,
+    ClusterView,
+    Constraints,
+    Strategy,
+    StrategyOption,
+    assignment_frame,
+    topic_codes,
+)
 from assigners.placement import keep_valid_each
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
@@ -178,4 +187,11 @@ def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) ->
     return settled == search.replicas
 
 
-STRATEGY = Strategy("balanced", assign)
+STRATEGY = Strategy(
+    "balanced",
+    assign,
+    options=(
+        StrategyOption("count_slack", "balanced_count_slack", int, 1),
+        StrategyOption("load_ratio", "balanced_load_ratio", float, 1),
+    ),
+)

@@ -85,3 +85,33 @@ def test_an_unknown_strategy_is_refused_naming_the_key_and_the_known_ones(tmp_pa
     config.write_text('[clusters."c1"]\nstrategy = "balancd"\n')
     with pytest.raises(ConfigError, match=r"clusters\.c1.*strategy = 'balancd'; known strategies: balanced, "):
         load_config(str(config))
+
+
+OPTIONS = [(name, option) for name, s in sorted(STRATEGIES.items()) for option in s.options]
+
+
+@pytest.mark.parametrize(("name", "option"), OPTIONS, ids=[f"{n}.{o.key}" for n, o in OPTIONS])
+def test_every_strategy_option_parses_from_its_section_and_rejects_bad_values_by_key(name, option, tmp_path):
+    config = tmp_path / "c.toml"
+    good = option.minimum + (2 if option.kind is int else 0.5)
+    config.write_text(f"[planner.{name}]\n{option.key} = {good!r}\n")
+    assert getattr(load_config(str(config)).constraints, option.field) == good
+    for bad in (option.minimum - 1, '"many"'):
+        config.write_text(f"[planner.{name}]\n{option.key} = {bad}\n")
+        with pytest.raises(ConfigError, match=rf"planner\.{name}\.{option.key}"):
+            load_config(str(config))
+    if option.legacy:  # the [planner] key of earlier releases still works, and both at once are refused
+        config.write_text(f"[planner]\n{option.legacy} = {good!r}\n")
+        assert getattr(load_config(str(config)).constraints, option.field) == good
+        config.write_text(f"[planner]\n{option.legacy} = {good!r}\n[planner.{name}]\n{option.key} = {good!r}\n")
+        with pytest.raises(ConfigError, match="not both"):
+            load_config(str(config))
+    section = README.read_text().split("[planner.lpt]")[1].split("[planner.load_weights]")[0]
+    assert f"[planner.{name}]" in README.read_text() and option.key in section, "README's config example lacks it"
+
+
+def test_an_unknown_key_in_a_strategy_section_is_named(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[planner.balanced]\ncount_slak = 2\n")
+    with pytest.raises(ConfigError, match=r"unknown key planner\.balanced\.count_slak; known keys here: count_slack"):
+        load_config(str(config))
