@@ -11,16 +11,17 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from assigners import STRATEGIES, Constraints
 from assigners.leadership import parse_ref
 from assigners.model import CORE0_RESERVE, LoadWeights, StrategyOption
+from schemas import ALL_TABLES
 
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
-TABLE_NAMES = ("brokers", "partitions", "throughput", "plans", "moves", "plan_runs")
+TABLE_NAMES = tuple(ALL_TABLES)  # declared once, in schemas
 # Constraints fields set under [planner] (global only): the load weights and every strategy's options
 STRATEGY_OPTIONS = ("load_weights", *(o.field for s in STRATEGIES.values() for o in s.options))
 # [planner] keys earlier releases read a strategy option from, still accepted
@@ -111,21 +112,8 @@ _SECTIONS = {
         *LEGACY_OPTION_KEYS,
         *(name for name, s in STRATEGIES.items() if s.options),
     },
-    "constraints": {
-        "excluded_brokers",
-        "rack_aware",
-        "replication_factor",
-        "default_replication_factor",
-        "min_failure_domains",
-        "max_partitions",
-        "preferred_leaders",
-        "anti_affinity_groups",
-        "affinity_hints",
-        "max_moves",
-        "max_bytes_to_move",
-        "assign_cores",
-        "core_capacity",
-    },
+    # every Constraints field but those set under [planner]: the dataclass is the one list
+    "constraints": {f.name for f in fields(Constraints)} - set(STRATEGY_OPTIONS),
     "clusters": None,  # free-form cluster ids, checked below
 }
 
