@@ -120,10 +120,10 @@ def write_report(
         version = resolve_version(store, cid, plan_version)
         folder = Path(out_dir) / cid / f"v{version}"
         folder.mkdir(parents=True, exist_ok=True)
-        run = cast(
+        rows = cast(
             pd.DataFrame, runs.where((F.col("cluster_id") == cid) & (F.col("plan_version") == version)).toPandas()
         )
-        run = run.iloc[0]
+        run = rows.iloc[0]
         brokers = _broker_report(store, cid, version, run, run_constraints(run, config, cid))
         brokers.to_csv(folder / "brokers.csv", index=False)
         moves = cast(

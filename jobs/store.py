@@ -185,7 +185,7 @@ class TableStore(ABC):
         if not txns:
             return False
         recorded = self.txn_versions(name, sorted(txns))
-        return all(recorded[a] is not None and recorded[a] >= v for a, v in txns.items())  # type: ignore[operator]
+        return all((got := recorded[a]) is not None and got >= v for a, v in txns.items())
 
     def read_or_empty(self, name: str, version: int | None = None) -> DataFrame:
         return self.read(name, version) if self.exists(name) else self.empty(name)
