@@ -234,7 +234,7 @@ PLAN_RUNS = TableSpec(
 # rows, the throughput rows measured at or before it and the previous plan's
 # rows (the plan in force), stacked and tagged by ``source``. One shuffle brings a cluster's three
 # sources together; the newest rate and the joins are then picked in pandas
-# (jobs.pipeline.assemble_partitions), which costs less than Spark's window
+# (jobs.inputs.assemble_partitions), which costs less than Spark's window
 # and two sort-merge joins at this size. Never stored.
 PLAN_INPUT = TableSpec(
     "plan_input",
