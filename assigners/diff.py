@@ -1,11 +1,12 @@
-"""From the live layout to the target: move rows, epochs of the planned assignment, execution waves."""
+"""From the live layout to the target: move rows, epochs of the planned assignment, their waves (``waves``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, replica_matrix, row_contains, same_sets
+from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, row_contains, same_sets
+from assigners.waves import DEFAULT_CAPS, WaveCaps, assign_waves, urgency
 
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
 
@@ -31,7 +32,8 @@ def diff_assignment(
     previous_epoch: np.ndarray,
     size_bytes: np.ndarray,
     has_previous_plan: bool,
-    wave_broker_limit: int = 10,
+    wave_caps: WaveCaps = DEFAULT_CAPS,
+    emptied: tuple[int, ...] = (),
 ) -> pd.DataFrame:
     """One row per partition: the final replica list, its epoch and, if it differs from the live layout, the move.
 
@@ -75,7 +77,8 @@ def diff_assignment(
     removed = (cur != PAD) & ~row_contains(cur, final)
     moved_bytes = added.sum(axis=1) * np.asarray(size_bytes, dtype=np.int64)
     touched = np.concatenate([np.where(added, final, PAD), np.where(removed, cur, PAD)], axis=1)
-    waves = wave_numbers(touched, changed, moved_bytes, wave_broker_limit)
+    phase = urgency(np.where(removed, cur, PAD), (cur != PAD).sum(axis=1), (final != PAD).sum(axis=1), emptied)
+    waves = assign_waves(touched, changed, moved_bytes, phase, wave_caps)
     return pd.DataFrame(
         {
             "replicas": matrix_rows(final),
@@ -105,62 +108,3 @@ def _where_changed(values: list[list[int]], changed: np.ndarray) -> np.ndarray:
     # element by element: a slice assignment would broadcast equal-length lists into 2-D
     rest = iter(values)
     return np.array([next(rest) if c else None for c in changed.tolist()] + [None], dtype=object)[:-1]
-
-
-def assign_waves(
-    added: list[list[int] | None],
-    removed: list[list[int] | None],
-    bytes_to_move: list[int | None],
-    per_broker_limit: int,
-) -> list[int | None]:
-    """Execution wave of every move (None where there is no move).
-
-    Moves that copy data are packed largest first into the earliest wave in
-    which every broker they add to or remove from takes part in fewer than
-    ``per_broker_limit`` moves, so one wave never floods a broker; leader-only
-    moves go in wave 1.
-
-    Examples
-    --------
-    >>> assign_waves([[3], [3], [4], None], [[1], [2], [1], None], [5, 9, 1, None], 1)
-    [2, 1, 1, None]
-    """
-    touched = np.concatenate([replica_matrix(added), replica_matrix(removed)], axis=1)
-    has_move = np.array([a is not None for a in added], dtype=bool)
-    sizes = np.array([0 if pd.isna(b) else b for b in bytes_to_move], dtype=np.int64)
-    waves = wave_numbers(touched, has_move, sizes, per_broker_limit)
-    return [int(w) if m else None for w, m in zip(waves.tolist(), has_move.tolist())]
-
-
-def wave_numbers(touched: np.ndarray, has_move: np.ndarray, sizes: np.ndarray, per_broker_limit: int) -> np.ndarray:
-    """:func:`assign_waves` on a padded matrix of the brokers each move adds or removes (0 = no move)."""
-    waves = np.where(has_move, 1, 0).astype(np.int64)
-    data = np.flatnonzero(has_move & (touched != PAD).any(axis=1))
-    if not len(data):
-        return waves
-    data = data[np.lexsort((data, -sizes[data]))]
-    ids, codes = np.unique(touched[data], return_inverse=True)
-    codes = np.sort(codes.reshape(len(data), -1), axis=1)
-    pad = int(np.searchsorted(ids, PAD)) if ids[0] == PAD else -1
-    # Per broker, moves per wave and a bit mask of its full waves (bit 0 = the unused wave 0):
-    # the first wave open on all of a move's brokers is the lowest zero bit of their masks' OR,
-    # a handful of big-int operations instead of a scan over the waves.
-    load: list[list[int]] = [[0] for _ in ids]
-    full = [1] * len(ids)
-    out = []
-    for row in codes.tolist():
-        brokers = [c for c in row if c != pad]  # added and removed brokers of a move never repeat
-        taken = 0
-        for b in brokers:
-            taken |= full[b]
-        wave = (~taken & (taken + 1)).bit_length() - 1
-        for b in brokers:
-            counts = load[b]
-            if len(counts) <= wave:
-                counts.extend([0] * (wave + 1 - len(counts)))
-            counts[wave] += 1
-            if counts[wave] >= per_broker_limit:
-                full[b] |= 1 << wave
-        out.append(wave)
-    waves[data] = out
-    return waves

@@ -42,6 +42,7 @@ from assigners.validate import (
     validate_partitions,
     validate_plan,
 )
+from assigners.waves import WaveCaps
 
 # The registry: adding a strategy is its module (with its ``Strategy`` record) and one entry here.
 STRATEGIES: dict[str, Strategy] = {
@@ -75,8 +76,8 @@ class PlanRequest:
         Partition count of that plan, to notice deleted partitions.
     previous_version
         Its version number, for the notes.
-    wave_broker_limit
-        Data moves one broker takes part in per execution wave.
+    wave_caps
+        Caps and order of the execution waves (``waves.WaveCaps``).
     allow_worse
         Commit a plan that lowers the balance score although nothing forces
         a change (by default such a plan is ``skipped``).
@@ -89,7 +90,7 @@ class PlanRequest:
     has_previous_plan: bool = False
     previous_partitions: int = 0
     previous_version: int = 0
-    wave_broker_limit: int = 10
+    wave_caps: WaveCaps = field(default_factory=WaveCaps)
     allow_worse: bool = False
 
 
@@ -204,7 +205,8 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         epochs.fillna(0).to_numpy(dtype=np.int64),
         prepared["size_bytes"].to_numpy(),
         request.has_previous_plan,
-        request.wave_broker_limit,
+        request.wave_caps,
+        tuple(prepared_brokers.loc[~prepared_brokers["eligible"], "broker_id"].tolist()),
     )
     planned = pd.concat([prepared[["topic", "partition"]], diff], axis=1)
     planned["cores"] = (

@@ -11,13 +11,14 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from assigners import STRATEGIES, Constraints
 from assigners.leadership import parse_ref
 from assigners.model import CORE0_RESERVE, LoadWeights, StrategyOption
+from assigners.waves import MOVE_ORDERS, WaveCaps
 from schemas import ALL_TABLES
 
 STORE_BACKENDS = ("auto", "delta-rs", "delta-spark")
@@ -34,6 +35,18 @@ class ConfigError(ValueError):
     pass
 
 
+DEFAULT_THROTTLE = 50_000_000  # bytes/s, the rate Kafka's own docs use in their --throttle example
+
+
+@dataclass(frozen=True)
+class Execution:
+    """``[planner.execution]``: how the moves are cut into waves (part of the plan) and the throttle
+    ``export`` writes into the runbook by default (not part of the plan, so not of the config hash)."""
+
+    waves: WaveCaps = field(default_factory=WaveCaps)
+    throttle_bytes_per_sec: int = DEFAULT_THROTTLE
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     strategy: str
@@ -48,7 +61,7 @@ class Config:
     tables: Mapping[str, str] = field(default_factory=dict)
     strategy: str = "balanced"
     seed: int = 0
-    wave_broker_limit: int = 10
+    execution: Execution = field(default_factory=Execution)
     constraints: Constraints = field(default_factory=Constraints)
     cluster_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_worse: bool = False
@@ -76,7 +89,7 @@ class Config:
         settings = self.for_cluster(cluster_id, strategy_override)
         return {
             "seed": self.seed,
-            "wave_broker_limit": self.wave_broker_limit,
+            "waves": asdict(self.execution.waves),
             "allow_worse": self.allow_worse,
             "strategy": settings.strategy,
             "constraints": settings.constraints.to_dict(),
@@ -108,6 +121,7 @@ _SECTIONS = {
         "seed",
         "wave_broker_limit",
         "allow_worse",
+        "execution",
         "load_weights",
         *LEGACY_OPTION_KEYS,
         *(name for name, s in STRATEGIES.items() if s.options),
@@ -152,9 +166,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         _typed(planner, "strategy", str, "balanced", "planner.", source), "planner.strategy", source
     )
     seed = _typed(planner, "seed", int, 0, "planner.", source)
-    limit = _typed(planner, "wave_broker_limit", int, 10, "planner.", source)
-    if limit < 1:
-        raise ConfigError(f"{source}: planner.wave_broker_limit must be >= 1, got {limit}")
+    execution = _execution(planner, source)
     constraints = replace(
         _constraints(raw.get("constraints", {}), "constraints", source), **_strategy_options(planner, source)
     )
@@ -166,7 +178,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         dict(tables),
         strategy,
         seed,
-        limit,
+        execution,
         constraints,
         overrides,
         _typed(planner, "allow_worse", bool, False, "planner.", source),
@@ -300,6 +312,32 @@ def _option(
         sign = ">" if option.strict else ">="
         raise ConfigError(f"{source}: {prefix}{key} must be {sign} {option.minimum:g}, got {value}")
     return value
+
+
+_EXECUTION_LIMITS = ("max_moves_per_broker", "max_moves_per_wave", "max_leader_moves_per_wave", "max_bytes_per_wave")
+
+
+def _execution(planner: Mapping[str, Any], source: str) -> Execution:
+    """``[planner.execution]``; ``[planner] wave_broker_limit`` is what earlier releases called
+    ``max_moves_per_broker``."""
+    raw = planner.get("execution", {})
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: [planner.execution] must be a table")
+    _check_keys(raw, {*_EXECUTION_LIMITS, "move_order", "throttle_bytes_per_sec"}, "planner.execution.", source)
+    if "wave_broker_limit" in planner and "max_moves_per_broker" in raw:
+        raise ConfigError(
+            f"{source}: give planner.execution.max_moves_per_broker or planner.wave_broker_limit, not both"
+        )
+    limits = {key: _at_least(raw, key, 1, "planner.execution", source) for key in _EXECUTION_LIMITS}
+    if "wave_broker_limit" in planner:
+        limits["max_moves_per_broker"] = _at_least(planner, "wave_broker_limit", 1, "planner", source)
+    caps = {key: value for key, value in limits.items() if value is not None}  # unset: WaveCaps' default
+    order = _typed(raw, "move_order", str, WaveCaps.move_order, "planner.execution.", source)
+    if order not in MOVE_ORDERS:
+        expected = ", ".join(MOVE_ORDERS)
+        raise ConfigError(f"{source}: planner.execution.move_order = {order!r}; expected one of {expected}")
+    throttle = _at_least(raw, "throttle_bytes_per_sec", 1, "planner.execution", source)
+    return Execution(WaveCaps(**caps, move_order=order), throttle or DEFAULT_THROTTLE)
 
 
 def _load_weights(raw: Any, source: str) -> LoadWeights:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame
 
 from assigners import COMMITTED, FAILED, Constraints, PlanRequest, plan_cluster
+from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
 from jobs.inputs import assemble_partitions
@@ -39,7 +41,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             has_previous_plan=spec["has_previous_plan"],
             previous_partitions=spec["previous_partitions"],
             previous_version=spec["plan_version"] - 1,
-            wave_broker_limit=spec["wave_broker_limit"],
+            wave_caps=WaveCaps(**spec["wave_caps"]),
             allow_worse=spec["allow_worse"],
         )
         try:
@@ -114,7 +116,7 @@ def plan_requests(
             "config_hash": config.cluster_hash(cluster_id, strategy),
             "config_json": config.cluster_json(cluster_id, strategy),
             "seed": config.seed,
-            "wave_broker_limit": config.wave_broker_limit,
+            "wave_caps": asdict(config.execution.waves),
             "allow_worse": config.allow_worse,
             "has_previous_plan": last_version > 0,
             "previous_partitions": last_partitions,

@@ -20,6 +20,17 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"planner": {"strategy": "magic"}}, "planner.strategy = 'magic'"),
         ({"planner": {"seed": "1"}}, "planner.seed = '1' must be int"),
         ({"planner": {"wave_broker_limit": 0}}, "wave_broker_limit must be >= 1"),
+        (
+            {"planner": {"execution": {"max_moves_per_broker": 0}}},
+            "planner.execution.max_moves_per_broker must be >= 1",
+        ),
+        ({"planner": {"execution": {"max_bytes_per_wave": -5}}}, "planner.execution.max_bytes_per_wave must be >= 1"),
+        ({"planner": {"execution": {"move_order": "random"}}}, "planner.execution.move_order = 'random'"),
+        ({"planner": {"execution": {"max_waves": 3}}}, "unknown key planner.execution.max_waves"),
+        (
+            {"planner": {"wave_broker_limit": 3, "execution": {"max_moves_per_broker": 2}}},
+            "planner.execution.max_moves_per_broker or planner.wave_broker_limit, not both",
+        ),
         ({"constraints": {"excluded_brokers": "7"}}, "constraints.excluded_brokers must be a list"),
         ({"constraints": {"replication_factor": {"t": 0}}}, "constraints.replication_factor"),
         ({"clusters": {"c1": {"constraints": {"rackaware": True}}}}, "unknown key clusters.c1.constraints.rackaware"),

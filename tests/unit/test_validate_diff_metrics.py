@@ -1,4 +1,4 @@
-"""Input validation messages, diff/epochs/waves, metrics, and the planner's statuses."""
+"""Input validation messages, diff/epochs, metrics, and the planner's statuses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan_cluster
-from assigners.diff import LEADER, NEW, REASSIGN, assign_waves, diff_assignment
+from assigners.diff import LEADER, NEW, REASSIGN, diff_assignment
 from assigners.metrics import minimum_moves, plan_metrics
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from assigners.validate import plan_violations
@@ -92,19 +92,6 @@ def test_diff_of_a_plan_against_itself_is_empty():
     diff = diff_assignment(plan, plan, plan, np.ones(3, bool), np.array([1, 2, 3]), np.zeros(3, int), True)
     assert diff["kind"].isna().all()
     assert diff["epoch"].tolist() == [1, 2, 3]
-
-
-def test_waves_cap_moves_per_broker():
-    added = [[10], [10], [10], [11], None, []]
-    removed = [[1], [2], [3], [1], None, []]
-    waves = assign_waves(added, removed, [1, 1, 1, 1, None, 0], per_broker_limit=2)
-    assert waves[4] is None and waves[5] == 1
-    per_wave: dict[tuple[int, int], int] = {}
-    for a, r, w in zip(added, removed, waves):
-        for b in set(a or []) | set(r or []):
-            per_wave[(b, w)] = per_wave.get((b, w), 0) + 1
-    assert max(per_wave.values()) <= 2
-    assert sorted(waves[:3]) == [1, 1, 2]
 
 
 def test_metrics_loads_bound_spread_and_min_moves():
