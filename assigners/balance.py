@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
 
 from assigners.model import PAD, ClusterView, replica_matrix, topic_codes
 from assigners.placement import Usage, evict_over_capacity, refill
@@ -459,6 +457,9 @@ def _shift_by_flow(
     src.extend(node[b] for b in demand)
     dst.extend([sink] * len(demand))
     cap.extend(demand.values())
+    from scipy.sparse import csr_matrix  # here: scipy costs a read-only command 0.2 s to import
+    from scipy.sparse.csgraph import maximum_flow
+
     network = csr_matrix(
         (np.asarray(cap, dtype=np.int32), (np.asarray(src), np.asarray(dst))), shape=(sink + 1, sink + 1)
     )

@@ -30,7 +30,6 @@ import heapq
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import linear_sum_assignment
 
 from assigners.errors import CapacityExhaustedError
 from assigners.metrics import broker_table
@@ -336,6 +335,8 @@ def relabel_towards(replicas: list[list[int]], baseline: list[list[int]], view: 
     mapping: dict[int, int] = {}
     for group in members:
         idx = [slot[b] for b in group]
+        from scipy.optimize import linear_sum_assignment  # here: a read-only command need not import scipy
+
         rows, cols = linear_sum_assignment(overlap[np.ix_(idx, idx)], maximize=True)
         mapping.update({group[r]: group[c] for r, c in zip(rows.tolist(), cols.tolist()) if r != c})
     if mapping:

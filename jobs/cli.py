@@ -1,6 +1,6 @@
 """``partition-planner``: one console script, one subcommand per job.
 
-demo | plan | export | report | sql. Exit codes: 0 success (including a
+demo | plan | export | status | report | sql. Exit codes: 0 success (including a
 no-op rerun), 1 a cluster failed or a table is unusable, 2 usage or config.
 """
 
@@ -19,36 +19,117 @@ def _export(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="partition-planner export",
         allow_abbrev=False,
-        description="Write Kafka's reassignment JSON for one plan version.",
+        description="Write Kafka's reassignment JSON for one plan version: all of it, one wave (--wave), or per wave "
+        "with rollback.json and runbook.md (--out-dir). Partitions already at their target in the cluster's newest "
+        "snapshot are left out; one that is at neither its baseline nor its target stops the export (exit 1).",
     )
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--plan-version", type=int, help="default: the latest committed")
-    parser.add_argument("--wave", type=int, help="only the moves of this wave")
-    parser.add_argument("--out", help="file to write (default: stdout)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--wave", type=int, help="only the moves of this wave")
+    target.add_argument("--out-dir", help="folder for wave-NNN.json, rollback.json and runbook.md")
+    parser.add_argument("--out", help="file to write (default: stdout); not with --out-dir")
+    parser.add_argument("--throttle-bytes", type=int, help="replication throttle, bytes/s per broker (default: config)")
+    parser.add_argument("--max-hours", type=float, help="also suggest the throttle that finishes within this")
+    parser.add_argument("--allow-drift", action="store_true", help="leave drifted partitions out instead of failing")
     parser.add_argument("--config")
     args = parser.parse_args(argv)
-    store = _store(args, needs=("plan_runs", "moves"))
-    if store is None:
+    if args.out_dir and args.out:
+        parser.error("--out writes one file; --out-dir writes the wave files")
+    opened = _warehouse(args, needs=("plan_runs", "moves", "partitions"))
+    if opened is None:
         return USAGE_ERROR
-    from jobs.queries import reassignment_json, write_json
+    warehouse, config = opened
+    from jobs.execution import DRIFTED, DriftError, export_dir, judge, wave_payload, write_json
 
     try:
-        payload = reassignment_json(store, args.cluster, args.plan_version, args.wave)
+        judged = judge(warehouse, args.cluster, args.plan_version)
+        if args.out_dir:
+            throttle = args.throttle_bytes or config.execution.throttle_bytes_per_sec
+            written = export_dir(judged, args.out_dir, throttle, args.max_hours, args.warehouse, args.allow_drift)
+            print("\n".join(written))
+            return 0
+        if len(judged.of(DRIFTED)) and not args.allow_drift:
+            raise DriftError(judged.drift_message())
+        payload = wave_payload(judged, args.wave)
     except LookupError as exc:
-        print(f"partition-planner: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return _error(exc, USAGE_ERROR)
+    except DriftError as exc:
+        return _error(f"{exc}; nothing written (--allow-drift leaves them out)", 1)
     write_json(payload, args.out)
     if args.out:
         print(f"wrote {len(payload['partitions'])} partitions to {args.out}", file=sys.stderr)
     return 0
 
 
+def _status(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="partition-planner status",
+        allow_abbrev=False,
+        description="Per wave of a plan, partitions done / moving / pending / drifted judged by the cluster's "
+        "newest snapshot, and the bytes still to move. Exit 0 when done or pending, 1 when anything drifted.",
+    )
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--plan-version", type=int, help="default: the latest committed")
+    parser.add_argument("--config")
+    args = parser.parse_args(argv)
+    opened = _warehouse(args, needs=("plan_runs", "moves", "partitions"))
+    if opened is None:
+        return USAGE_ERROR
+    from jobs.execution import DONE, DRIFTED, MOVING, PENDING, judge, status_lines
+    from jobs.units import human_bytes
+
+    try:
+        judged = judge(opened[0], args.cluster, args.plan_version)
+    except LookupError as exc:
+        return _error(exc, USAGE_ERROR)
+    print("\n".join(status_lines(judged)))
+    left = judged.of(PENDING, MOVING)
+    if len(judged.of(DRIFTED)):
+        print(judged.drift_message())
+        return 1
+    if left.empty:
+        print(f"done: all {len(judged.of(DONE)):,} partitions are at their target")
+    else:
+        print(f"pending: {len(left):,} partitions, {human_bytes(int(left['bytes_to_move'].sum()))} still to move")
+    return 0
+
+
+def _error(message: object, code: int) -> int:
+    print(f"partition-planner: error: {message}", file=sys.stderr)
+    return code
+
+
+def _warehouse(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
+    """The Spark-free reader of ``--warehouse`` and the config, or None (after saying why) when it or a needed
+    table is missing."""
+    from jobs.config import ConfigError, load_config
+    from jobs.warehouse import Warehouse
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        _error(exc, USAGE_ERROR)
+        return None
+    if "://" not in args.warehouse and not os.path.isdir(args.warehouse):
+        _error(f"no warehouse at {os.path.abspath(args.warehouse)}", USAGE_ERROR)
+        return None
+    warehouse = Warehouse(args.warehouse, config.tables)
+    missing = [n for n in needs if not warehouse.exists(n)]
+    if missing:
+        where = ", ".join(f"{n} at {warehouse.location(n)}" for n in missing)
+        _error(f"no Delta table {where} (warehouse {args.warehouse})", USAGE_ERROR)
+        return None
+    return warehouse, config
+
+
 def _report(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="partition-planner report",
         allow_abbrev=False,
-        description="Write per-cluster plan reports (markdown + CSV).",
+        description="Write per-cluster plan reports: index.html with charts, summary.md, brokers.csv, moves.csv.",
     )
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster")
@@ -56,17 +137,15 @@ def _report(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, help="folder for the reports")
     parser.add_argument("--config")
     args = parser.parse_args(argv)
-    store = _store(args, needs=("plan_runs", "plans"))
-    if store is None:
+    opened = _warehouse(args, needs=("plan_runs", "plans", "moves", "partitions", "brokers"))
+    if opened is None:
         return USAGE_ERROR
-    from jobs.config import load_config
-    from jobs.queries import write_report
+    from jobs.report import write_report
 
     try:
-        folders = write_report(store, args.out, args.cluster, args.plan_version, load_config(args.config))
+        folders = write_report(opened[0], args.out, args.cluster, args.plan_version, opened[1])
     except LookupError as exc:
-        print(f"partition-planner: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
+        return _error(exc, USAGE_ERROR)
     for folder in folders:
         print(folder)
     return 0
@@ -147,7 +226,8 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
     from jobs.config import TABLE_NAMES, ConfigError, load_config
     from jobs.plan import setup_logging
     from jobs.session import get_spark
-    from jobs.store import open_store, table_location
+    from jobs.store import open_store
+    from jobs.warehouse import table_location
 
     setup_logging("WARNING")
     try:
@@ -170,7 +250,7 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
     return open_store(get_spark(), args.warehouse, config.tables, config.store)
 
 
-COMMANDS = {"export": _export, "report": _report, "sql": _sql}
+COMMANDS = {"export": _export, "status": _status, "report": _report, "sql": _sql}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,7 +87,7 @@ def plan_runs_rows(
                 "config_hash": o.config_hash,
                 "started_at": started_at,
                 "finished_at": finished_at,
-                "notes": "; ".join(o.notes) or None,
+                "notes": "\n".join(o.notes) or None,  # one note per line
                 **{k: o.metrics.get(k) for k in PLAN_RUNS.metric_columns},
                 "config_json": o.config_json,
             }

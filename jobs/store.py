@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import posixpath
 import re
 import time
@@ -39,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from jobs.warehouse import table_location
 from schemas import ALL_TABLES, OUTPUT_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
@@ -74,12 +74,6 @@ class Supersede:
 
     def column(self) -> Any:
         return F.expr(self.sql())
-
-
-def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> str:
-    """Where table ``name`` lives: its ``[tables]`` entry, else ``<warehouse>/<name>`` (local paths made absolute)."""
-    path = locations.get(name) or posixpath.join(warehouse, name)
-    return path if "://" in path else os.path.abspath(path)
 
 
 @dataclass(frozen=True)

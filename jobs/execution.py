@@ -1,0 +1,345 @@
+"""From a committed plan to its execution: what is left judged against the cluster's newest snapshot, Kafka's
+reassignment file per wave, the rollback file, the runbook, and the execution status.
+
+Each move is judged by the newest ``partitions`` snapshot of its cluster (a replica list compared as a set plus
+its first, preferred-leader, entry): ``done`` at the target, ``pending`` at the baseline (``from_replicas``),
+``moving`` while Kafka reassigns it (its list is the union of both, as ``kafka-topics --describe`` shows during a
+reassignment), and ``drifted`` otherwise, or when the partition is gone. Files follow
+``kafka-reassign-partitions``' format: ``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from jobs.units import human_bytes, human_duration, human_rate
+from jobs.warehouse import Warehouse
+
+DONE, MOVING, PENDING, DRIFTED = "done", "moving", "pending", "drifted"
+STATES = (DONE, MOVING, PENDING, DRIFTED)
+SHOWN_DRIFTED = 20  # drifted partitions named in a message; the rest are counted
+
+
+class DriftError(Exception):
+    """Partitions of the plan are neither at their baseline nor at their target in the newest snapshot."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A committed plan's moves judged against the cluster's newest snapshot."""
+
+    run: pd.Series
+    snapshot_ts: Any  # of the newest snapshot
+    moves: pd.DataFrame  # the moves table's rows plus ``found`` (list or None) and ``state``
+
+    def of(self, *states: str) -> pd.DataFrame:
+        return self.moves[self.moves["state"].isin(states)]
+
+    def drift_message(self) -> str:
+        drifted = self.of(DRIFTED)
+        shown = [
+            f"{t}:{p} expected {list(frm)} (or the target {list(to)}), found "
+            + (str(list(f)) if f is not None else "no such partition")
+            for t, p, frm, to, f in drifted[["topic", "partition", "from_replicas", "to_replicas", "found"]]
+            .head(SHOWN_DRIFTED)
+            .itertuples(index=False)
+        ]
+        more = f"; and {len(drifted) - SHOWN_DRIFTED} more" if len(drifted) > SHOWN_DRIFTED else ""
+        return (
+            f"{len(drifted)} partitions of plan v{self.run['plan_version']} of cluster {self.run['cluster_id']} "
+            f"drifted in the snapshot of {_ts(self.snapshot_ts)}: " + "; ".join(shown) + more
+        )
+
+
+def judge(warehouse: Warehouse, cluster_id: str, plan_version: int | None = None) -> Judged:
+    """The plan's moves (default: the latest committed version), each judged by the newest snapshot."""
+    run = warehouse.run(cluster_id, plan_version)
+    moves = warehouse.committed("moves", run)
+    snapshot_ts, snapshot = warehouse.newest_snapshot(cluster_id)
+    found = {(t, int(p)): list(r) for t, p, r in zip(snapshot["topic"], snapshot["partition"], snapshot["replicas"])}
+    moves["found"] = [found.get((t, int(p))) for t, p in zip(moves["topic"], moves["partition"])]
+    moves["state"] = [
+        move_state(f, list(frm), list(to))
+        for f, frm, to in zip(moves["found"], moves["from_replicas"], moves["to_replicas"])
+    ]
+    return Judged(
+        run, snapshot_ts, moves.sort_values(["wave", "topic", "partition"], kind="stable").reset_index(drop=True)
+    )
+
+
+def move_state(found: list[int] | None, baseline: list[int], target: list[int]) -> str:
+    """``done`` / ``pending`` / ``moving`` / ``drifted`` of one partition (see the module docstring).
+
+    >>> move_state([3, 1], [1, 2], [3, 1]), move_state([2, 1], [1, 2], [3, 1]), move_state([3, 1, 2], [1, 2], [3, 1])
+    ('done', 'pending', 'moving')
+    >>> move_state([2, 4], [1, 2], [3, 1]), move_state(None, [1, 2], [3, 1])
+    ('drifted', 'drifted')
+    """
+    if not found:
+        return DRIFTED
+    if _same(found, target):
+        return DONE
+    if _same(found, baseline):
+        return PENDING
+    if set(found) == set(baseline) | set(target):
+        return MOVING
+    return DRIFTED
+
+
+def _same(found: list[int], expected: list[int]) -> bool:
+    """Same replicas and the same preferred leader (follower order does not matter to the plan)."""
+    return len(found) == len(expected) and set(found) == set(expected) and found[0] == expected[0]
+
+
+def reassignment(moves: pd.DataFrame, column: str = "to_replicas") -> dict[str, Any]:
+    """Kafka's reassignment JSON of these moves: ``column``'s replica lists, leader first, by topic and partition."""
+    rows = moves.sort_values(["topic", "partition"], kind="stable")
+    return {
+        "version": 1,
+        "partitions": [
+            {"topic": t, "partition": int(p), "replicas": [int(b) for b in r]}
+            for t, p, r in zip(rows["topic"], rows["partition"], rows[column])
+        ],
+    }
+
+
+def wave_payload(judged: Judged, wave: int | None) -> dict[str, Any]:
+    """The reassignment JSON of the moves still to execute (pending or moving), of one wave or all."""
+    waves = int(judged.moves["wave"].max()) if len(judged.moves) else 0
+    if wave is not None and not 1 <= wave <= waves:
+        run = judged.run
+        raise LookupError(
+            f"plan v{run['plan_version']} of cluster {run['cluster_id']} has {waves} waves (1-{waves}); "
+            f"--wave {wave} is not one"
+            if waves
+            else f"plan v{run['plan_version']} of cluster {run['cluster_id']} has no moves, so no waves; "
+            f"--wave {wave} is not one"
+        )
+    todo = judged.of(PENDING, MOVING)
+    return reassignment(todo if wave is None else todo[todo["wave"] == wave])
+
+
+@dataclass(frozen=True)
+class WaveFigures:
+    """One wave's partitions (still to execute), bytes and how long it takes at the throttle."""
+
+    wave: int
+    partitions: int
+    leader_only: int
+    bytes: int
+    busiest_bytes: int  # the most one broker receives or, as leader, sends: what the throttle paces
+    done: int
+
+
+def wave_figures(judged: Judged) -> list[WaveFigures]:
+    """Per wave of the plan, what is left of it (done partitions counted apart, drifted ones left out)."""
+    out = []
+    for wave, rows in judged.moves.groupby("wave", sort=True):
+        todo = rows[rows["state"].isin([PENDING, MOVING])]
+        out.append(
+            WaveFigures(
+                int(wave),
+                len(todo),
+                int((todo["bytes_to_move"] == 0).sum()),
+                int(todo["bytes_to_move"].sum()),
+                busiest_broker_bytes(todo),
+                int((rows["state"] == DONE).sum()),
+            )
+        )
+    return out
+
+
+def busiest_broker_bytes(moves: pd.DataFrame) -> int:
+    """The most bytes one broker receives (as an added replica) or sends (as the leader the new replicas fetch
+    from): Kafka's replication throttle paces each broker, so this sets how long the wave takes."""
+    traffic: dict[int, int] = {}
+    for added, leader, moved in zip(moves["added_brokers"], moves["from_leader"], moves["bytes_to_move"]):
+        if not len(added) or not moved:
+            continue
+        for broker in added:
+            traffic[int(broker)] = traffic.get(int(broker), 0) + int(moved) // len(added)
+        if leader is not None and not pd.isna(leader):
+            traffic[-1 - int(leader)] = traffic.get(-1 - int(leader), 0) + int(moved)  # sending side apart
+    return max(traffic.values(), default=0)
+
+
+def export_dir(
+    judged: Judged,
+    out_dir: str,
+    throttle: int,
+    max_hours: float | None,
+    warehouse: str,
+    allow_drift: bool = False,
+) -> list[str]:
+    """Write ``wave-NNN.json`` per wave with something left, ``rollback.json`` and ``runbook.md`` into
+    ``out_dir``; nothing at all when a partition drifted (unless ``allow_drift``, which leaves it out).
+
+    The files are written beside the folder first and moved in together, replacing an earlier export's.
+    """
+    if len(judged.of(DRIFTED)) and not allow_drift:
+        raise DriftError(judged.drift_message())
+    figures = wave_figures(judged)
+    files: dict[str, str] = {}
+    for f in figures:
+        if f.partitions:
+            rows = judged.of(PENDING, MOVING)
+            files[wave_file(f.wave)] = _json(reassignment(rows[rows["wave"] == f.wave]))
+    files["rollback.json"] = _json(reassignment(judged.moves[judged.moves["state"] != DRIFTED], "from_replicas"))
+    files["runbook.md"] = runbook(judged, figures, throttle, max_hours, warehouse)
+    return _replace_files(Path(out_dir), files)
+
+
+def wave_file(wave: int) -> str:
+    return f"wave-{wave:03d}.json"
+
+
+def _json(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, separators=(",", ":")) + "\n"
+
+
+def _replace_files(folder: Path, files: dict[str, str]) -> list[str]:
+    """Put ``files`` into ``folder`` all together, removing an earlier export's wave files first."""
+    staging = folder.with_name(f".{folder.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name, text in files.items():
+        (staging / name).write_text(text)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in [*folder.glob("wave-*.json"), folder / "rollback.json", folder / "runbook.md"]:
+        old.unlink(missing_ok=True)
+    for name in files:
+        os.replace(staging / name, folder / name)
+    staging.rmdir()
+    return [str(folder / name) for name in sorted(files)]
+
+
+def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours: float | None, warehouse: str) -> str:
+    """The operator's page: what is left, per wave the commands and how long it takes at the throttle."""
+    run = judged.run
+    cluster, version = run["cluster_id"], int(run["plan_version"])
+    left = [f for f in figures if f.partitions]
+    total_seconds = sum(f.busiest_bytes for f in left) / throttle
+    lines = [
+        f"# Executing plan v{version} of {cluster}",
+        "",
+        f"Planned by run `{run['run_id']}` ({run['strategy']}) from the snapshot of {_ts(run['snapshot_ts'])}; "
+        f"checked against the newest snapshot, of {_ts(judged.snapshot_ts)}.",
+        "",
+        f"- partitions to move: {sum(f.partitions for f in left):,} in {len(left)} waves "
+        f"({human_bytes(sum(f.bytes for f in left))} to copy)",
+        f"- already done: {len(judged.of(DONE)):,} partitions (left out of the wave files)",
+    ]
+    if len(judged.of(MOVING)):
+        lines.append(f"- being moved now: {len(judged.of(MOVING)):,} partitions (kept in their wave files)")
+    if len(judged.of(DRIFTED)):
+        lines.append(f"- **drifted, left out (`--allow-drift`)**: {judged.drift_message()}")
+    lines += [
+        f"- throttle: {throttle:,} B/s ({human_rate(throttle)}) per broker; at that rate the waves take about "
+        f"{human_duration(total_seconds)} of copying in all",
+    ]
+    if max_hours:
+        needed = int(np.ceil(sum(f.busiest_bytes for f in left) / (max_hours * 3600))) if left else 0
+        lines.append(
+            f"- to finish within {max_hours:g} h: `--throttle {max(needed, 1)}` ({human_rate(needed)}) or more"
+        )
+    lines += [
+        "",
+        "Set `BOOTSTRAP` to the cluster's bootstrap servers, keep `rollback.json` safe, then run the waves in order. "
+        "Start a wave only when `--verify` says every partition of the previous one is complete (it also removes "
+        "the throttle).",
+        "",
+        "| wave | partitions | leader only | data | busiest broker | time at throttle | done already |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {f.wave} | {f.partitions:,} | {f.leader_only:,} | {human_bytes(f.bytes)} | {human_bytes(f.busiest_bytes)} "
+        f"| {human_duration(f.busiest_bytes / throttle)} | {f.done:,} |"
+        for f in figures
+    ]
+    for f in left:
+        name = wave_file(f.wave)
+        lines += [
+            "",
+            f"## Wave {f.wave}: {f.partitions:,} partitions, {human_bytes(f.bytes)}, "
+            f"about {human_duration(f.busiest_bytes / throttle)}",
+            "",
+            "```sh",
+            f'kafka-reassign-partitions.sh --bootstrap-server "$BOOTSTRAP" --reassignment-json-file {name} '
+            f"--execute --throttle {throttle}",
+            f'kafka-reassign-partitions.sh --bootstrap-server "$BOOTSTRAP" --reassignment-json-file {name} --verify',
+            "```",
+        ]
+    lines += [
+        "",
+        "## After the last wave",
+        "",
+        "Leader-only changes reorder replicas; make the new first replicas lead:",
+        "",
+        "```sh",
+        'kafka-leader-election.sh --bootstrap-server "$BOOTSTRAP" --election-type PREFERRED --all-topic-partitions',
+        f"partition-planner status --warehouse {warehouse} --cluster {cluster} --plan-version {version}",
+        "```",
+        "",
+        "## Rollback",
+        "",
+        "`rollback.json` holds the baseline of every partition this plan changes. To stop a wave in flight, "
+        "`--cancel` it; to go back, execute the rollback file the same way:",
+        "",
+        "```sh",
+        'kafka-reassign-partitions.sh --bootstrap-server "$BOOTSTRAP" --reassignment-json-file wave-NNN.json --cancel',
+        'kafka-reassign-partitions.sh --bootstrap-server "$BOOTSTRAP" --reassignment-json-file rollback.json '
+        f"--execute --throttle {throttle}",
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def status_lines(judged: Judged) -> list[str]:
+    """Per wave done / moving / pending / drifted and bytes left; runs of waves all pending are one line."""
+    run = judged.run
+    lines = [
+        f"{run['cluster_id']} plan v{run['plan_version']} (run {run['run_id']}, planned from the snapshot of "
+        f"{_ts(run['snapshot_ts'])}), judged by the snapshot of {_ts(judged.snapshot_ts)}",
+        f"{'wave':>9} {'partitions':>10} {'done':>6} {'moving':>6} {'pending':>7} {'drifted':>7} {'to move':>11}",
+    ]
+    rows = []
+    for wave, group in judged.moves.groupby("wave", sort=True):
+        counts = group["state"].value_counts()
+        left = int(group.loc[group["state"].isin([PENDING, MOVING]), "bytes_to_move"].sum())
+        rows.append([int(wave), int(wave), len(group), *(int(counts.get(s, 0)) for s in STATES), left])
+    merged: list[list[int]] = []
+    for row in rows:
+        prev = merged[-1] if merged else None
+        if prev and prev[3] == prev[4] == prev[6] == 0 and row[3] == row[4] == row[6] == 0:  # all pending
+            prev[1] = row[1]
+            for i in (2, 5, 7):
+                prev[i] += row[i]
+        else:
+            merged.append(row)
+    for first, last, n, done, moving, pending, drifted, left in merged:
+        label = str(first) if first == last else f"{first}-{last}"
+        lines.append(f"{label:>9} {n:>10,} {done:>6,} {moving:>6,} {pending:>7,} {drifted:>7,} {human_bytes(left):>11}")
+    return lines
+
+
+def _ts(value: Any) -> str:
+    stamp = pd.Timestamp(value)
+    return stamp.strftime("%Y-%m-%dT%H:%MZ") if not pd.isna(stamp) else "?"
+
+
+def write_json(payload: dict[str, Any], out: str | None) -> None:
+    text = json.dumps(payload, indent=None, separators=(",", ":"))
+    if out:
+        tmp = f"{out}.tmp"
+        Path(tmp).write_text(text + "\n")
+        os.replace(tmp, out)  # never a half-written file for the reassignment tool
+    else:
+        print(text)

@@ -1,0 +1,108 @@
+"""The read side without Spark: committed plans, moves and snapshots straight from the Delta log (delta-rs,
+pyarrow), for ``export``, ``status`` and ``report``, which start in about a second.
+
+Readers only ever see committed plan versions: a ``plans`` / ``moves`` row counts when a ``plan_runs`` row with
+``status = 'committed'`` names its run, cluster and version (DESIGN.md). ``sql`` keeps Spark SQL
+(``jobs.queries``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from deltalake import DeltaTable
+
+COMMIT_KEYS = ["cluster_id", "plan_version", "run_id"]
+
+
+class TableUnreadableError(Exception):
+    """A table is missing or its Delta log cannot be read; the message names the table and where it lives."""
+
+
+def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> str:
+    """Where table ``name`` lives: its ``[tables]`` entry, else ``<warehouse>/<name>`` (local paths made absolute)."""
+    path = locations.get(name) or posixpath.join(warehouse, name)
+    return path if "://" in path else os.path.abspath(path)
+
+
+@dataclass
+class Warehouse:
+    """The tables of one warehouse, read at their latest versions (each table opened once)."""
+
+    root: str
+    locations: Mapping[str, str] = field(default_factory=dict)
+    _tables: dict[str, DeltaTable] = field(default_factory=dict, init=False, repr=False)
+
+    def location(self, name: str) -> str:
+        return table_location(self.root, self.locations, name)
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(self.location(name))
+
+    def table(self, name: str) -> DeltaTable:
+        if name not in self._tables:
+            try:
+                self._tables[name] = DeltaTable(self.location(name))
+            except Exception as exc:  # delta-rs raises several types (TableNotFound, DeltaError, OSError)
+                raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {exc}") from exc
+        return self._tables[name]
+
+    def frame(self, name: str, cluster_id: str | None = None, columns: list[str] | None = None) -> pd.DataFrame:
+        """Rows of ``name`` (of one cluster), as pandas; timestamps stay UTC-aware."""
+        filters = [("cluster_id", "=", cluster_id)] if cluster_id is not None else None
+        try:
+            table = self.table(name).to_pyarrow_table(columns=columns, filters=filters)
+        except TableUnreadableError:
+            raise
+        except Exception as exc:  # a data file the log names is gone or unreadable
+            raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {exc}") from exc
+        return table.to_pandas()
+
+    def committed_runs(self, cluster_id: str | None = None) -> pd.DataFrame:
+        """The ``plan_runs`` rows of committed versions, oldest first."""
+        runs = self.frame("plan_runs", cluster_id)
+        runs = runs[runs["status"] == "committed"]
+        return runs.sort_values(["cluster_id", "plan_version"], kind="stable").reset_index(drop=True)
+
+    def clusters(self) -> list[str]:
+        return sorted(set(self.committed_runs()["cluster_id"]))
+
+    def run(self, cluster_id: str, plan_version: int | None = None) -> pd.Series:
+        """The committed ``plan_runs`` row of a version (default: the latest); LookupError names what exists."""
+        runs = self.committed_runs(cluster_id)
+        if runs.empty:
+            raise LookupError(f"cluster {cluster_id} has no committed plan")
+        latest = int(runs["plan_version"].max())
+        if plan_version is None:
+            plan_version = latest
+        chosen = runs[runs["plan_version"] == plan_version]
+        if chosen.empty:
+            raise LookupError(f"cluster {cluster_id} has no committed plan version {plan_version} (latest: {latest})")
+        return chosen.iloc[-1]
+
+    def committed(self, name: str, run: pd.Series) -> pd.DataFrame:
+        """Rows of ``plans`` or ``moves`` written by a committed run (a crashed attempt's rows are left out)."""
+        rows = self.frame(name, run["cluster_id"])
+        keep = (rows["plan_version"] == run["plan_version"]) & (rows["run_id"] == run["run_id"])
+        return rows[keep].sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
+
+    def newest_snapshot(self, cluster_id: str) -> tuple[dt.datetime | None, pd.DataFrame]:
+        """The cluster's newest ``partitions`` snapshot: its time and rows (None and no rows when it has none)."""
+        rows = self.frame("partitions", cluster_id)
+        if rows.empty:
+            return None, rows
+        newest = rows["snapshot_ts"].max()
+        return newest.to_pydatetime(), rows[rows["snapshot_ts"] == newest].reset_index(drop=True)
+
+    def snapshot(self, name: str, cluster_id: str, snapshot_ts: Any) -> pd.DataFrame:
+        """Rows of an input table at one snapshot time (``throughput``: the rows measured at or before it)."""
+        rows = self.frame(name, cluster_id)
+        if name == "throughput":
+            return rows[rows["snapshot_ts"] <= snapshot_ts].reset_index(drop=True)
+        return rows[rows["snapshot_ts"] == snapshot_ts].reset_index(drop=True)
