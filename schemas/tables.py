@@ -13,19 +13,32 @@ of in the Delta log.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import types as T
 
-# type name -> (Spark type factory, Arrow type factory)
-_TYPES: dict[str, tuple[object, object]] = {
-    "string": (T.StringType, pa.string),
-    "int": (T.IntegerType, pa.int32),
-    "long": (T.LongType, pa.int64),
-    "double": (T.DoubleType, pa.float64),
-    "timestamp": (T.TimestampType, lambda: pa.timestamp("us", tz="UTC")),
-    "array<int>": (lambda: T.ArrayType(T.IntegerType(), True), lambda: pa.list_(pa.int32())),
+if TYPE_CHECKING:
+    from pyspark.sql import types as T
+
+# type name -> (Spark type, by its name in pyspark.sql.types; Arrow type factory). Spark's types are looked up
+# only when a Spark schema is asked for, so the Spark-free read side never imports pyspark.
+_TYPES: dict[str, tuple[str, object]] = {
+    "string": ("StringType", pa.string),
+    "int": ("IntegerType", pa.int32),
+    "long": ("LongType", pa.int64),
+    "double": ("DoubleType", pa.float64),
+    "timestamp": ("TimestampType", lambda: pa.timestamp("us", tz="UTC")),
+    "array<int>": ("ArrayType", lambda: pa.list_(pa.int32())),
 }
+
+
+def _spark_type(name: str) -> T.DataType:
+    from pyspark.sql import types
+
+    spark_name = _TYPES[name][0]
+    if spark_name == "ArrayType":
+        return types.ArrayType(types.IntegerType(), True)
+    return getattr(types, spark_name)()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -69,9 +82,11 @@ class TableSpec:
 
     def spark_schema(self) -> T.StructType:
         """Spark schema of the table (every field nullable, see module docstring)."""
-        return T.StructType(
+        from pyspark.sql import types
+
+        return types.StructType(
             [
-                T.StructField(c.name, _TYPES[c.type][0](), True, {"comment": c.comment} if c.comment else {})  # type: ignore[operator]
+                types.StructField(c.name, _spark_type(c.type), True, {"comment": c.comment} if c.comment else {})
                 for c in self.columns
             ]
         )
