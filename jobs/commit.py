@@ -1,13 +1,19 @@
-"""Writing a run: ``plans`` and ``moves`` side by side, then the ``plan_runs`` rows that commit it.
+"""Writing a run: ``plans`` and ``moves`` side by side, then the ``plan_runs`` rows that commit it, then the
+removal of orphans.
 
-Write order is the commit protocol (DESIGN.md): a crash before the last commit leaves rows
-no reader counts (they belong to no committed run); the rerun supersedes them.
+Write order is the commit protocol (DESIGN.md): a crash before the marker leaves rows no reader counts (they
+belong to no committed run). The marker claims its versions with Delta's optimistic concurrency: it is
+appended only at the ``plan_runs`` version whose committed rows it checked, so two overlapping runs never
+commit one version of a cluster twice; the loser's cluster fails cleanly ("rerun"). Once a version is
+committed, rows of uncommitted attempts at that version or below can never be committed, and are removed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -19,8 +25,10 @@ from jobs.history import History, txn_id
 from jobs.outcomes import ClusterOutcome
 from jobs.spark_planner import coerce_to_spec
 from jobs.stages import stage
-from jobs.store import Supersede, TableStore
+from jobs.store import ABSENT, ConcurrentCommitError, TableStore
 from schemas import MOVES, PLAN_RUNS, PLANS
+
+log = logging.getLogger(__name__)
 
 
 def write_plan_tables(
@@ -48,7 +56,6 @@ def write_plan_tables(
             info["version"] = store.append(
                 name,
                 rows,
-                supersede=Supersede(pending),
                 txns={txn_id(run_id, c): v for c, v in pending.items()},
                 metadata=metadata,
             )
@@ -95,6 +102,9 @@ def plan_runs_rows(
     return pd.DataFrame(rows, columns=PLAN_RUNS.column_names)
 
 
+MARKER_ATTEMPTS = 20  # optimistic retries of the marker when other runs commit meanwhile
+
+
 def write_plan_runs(
     spark: SparkSession,
     store: TableStore,
@@ -103,17 +113,119 @@ def write_plan_runs(
     run_id: str,
     started_at: dt.datetime,
     metadata: dict[str, Any],
-) -> None:
-    """The commit marker: one row per cluster, except repeats of an already recorded failure."""
-    fresh = [
-        o
-        for o in outcomes
-        if not o.done_by and not (o.status == FAILED and history.recorded_failure(o.cluster_id, o.error))
-    ]
-    if not fresh:
+) -> list[ClusterOutcome]:
+    """The commit marker: one row per cluster, except repeats of an already recorded failure.
+
+    Returns the outcomes as committed: a cluster whose version another run committed since this run read
+    the history is failed instead (its rows are left to the orphan removal).
+    """
+    for _ in range(MARKER_ATTEMPTS):
+        expected = store.version("plan_runs")
+        outcomes = [_unless_claimed(o, _committed_markers(store, expected), run_id) for o in outcomes]
+        fresh = [
+            o
+            for o in outcomes
+            if not o.done_by and not (o.status == FAILED and history.recorded_failure(o.cluster_id, o.error))
+        ]
+        if not fresh:
+            return outcomes
+        pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, started_at, dt.datetime.now(dt.UTC)), PLAN_RUNS)
+        try:
+            with stage(spark, "write_plan_runs", rows=len(pdf)) as info:
+                info["version"] = store.append(
+                    "plan_runs",
+                    spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()),
+                    metadata=metadata,
+                    expect_version=ABSENT if expected is None else expected,
+                )
+            return outcomes
+        except ConcurrentCommitError as exc:
+            log.info("plan_runs moved on while committing (%s); checking the versions again", exc)
+    raise ConcurrentCommitError(f"plan_runs kept moving for {MARKER_ATTEMPTS} attempts; rerun")
+
+
+def _committed_markers(store: TableStore, version: int | None) -> dict[str, list[tuple[int, str]]]:
+    """Per cluster, the (plan_version, run_id) of its committed runs at that plan_runs version."""
+    if version is None:
+        return {}
+    rows = (
+        store.read("plan_runs", version)
+        .where(F.col("status") == COMMITTED)
+        .select("cluster_id", "plan_version", "run_id")
+        .collect()
+    )
+    out: dict[str, list[tuple[int, str]]] = {}
+    for r in rows:
+        out.setdefault(r["cluster_id"], []).append((int(r["plan_version"]), r["run_id"]))
+    return out
+
+
+def _unless_claimed(outcome: ClusterOutcome, markers: dict[str, list[tuple[int, str]]], run_id: str) -> ClusterOutcome:
+    """The outcome, or its clean failure when another run committed this version (or a later one) meanwhile."""
+    if outcome.status != COMMITTED or outcome.done_by or outcome.plan_version is None:
+        return outcome
+    if (outcome.plan_version, run_id) in markers.get(outcome.cluster_id, []):
+        return replace(outcome, done_by=run_id)  # the same run id, started twice, got there first
+    taken = sorted((v, r) for v, r in markers.get(outcome.cluster_id, []) if v >= outcome.plan_version and r != run_id)
+    if not taken:
+        return outcome
+    version, other = taken[0]
+    return replace(
+        outcome,
+        status=FAILED,
+        error=f"cluster {outcome.cluster_id}: version {version} of cluster {outcome.cluster_id} was committed by "
+        f"run {other} meanwhile; rerun",
+        metrics={},
+    )
+
+
+def remove_orphans(store: TableStore, outcomes: list[ClusterOutcome]) -> None:
+    """Remove rows of plans / moves that belong to no committed run, at or below each cluster's latest
+    committed version (this run's, or the one that beat it to a version).
+
+    No run can commit those versions any more (the marker's check refuses them), so the rows are dead:
+    a plain reader that does not join plan_runs stops seeing them. A failure here is only logged (the next
+    run, or ``maintain``, removes them)."""
+    markers = _committed_markers(store, store.version("plan_runs"))
+    latest = {c: max(v for v, _ in markers[c]) for c in {o.cluster_id for o in outcomes} if c in markers}
+    if not latest:
         return
-    pdf = coerce_to_spec(plan_runs_rows(fresh, run_id, started_at, dt.datetime.now(dt.UTC)), PLAN_RUNS)
-    with stage(spark, "write_plan_runs", rows=len(pdf)) as info:
-        info["version"] = store.append(
-            "plan_runs", spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()), metadata=metadata
+    for name in ("plans", "moves"):
+        if not store.exists(name):
+            continue
+        present = (
+            store.read(name)
+            .where(F.col("cluster_id").isin(sorted(latest)))
+            .select("cluster_id", "plan_version", "run_id")
+            .distinct()
+            .collect()
         )
+        orphans = [
+            (r["cluster_id"], int(r["plan_version"]), r["run_id"])
+            for r in present
+            if int(r["plan_version"]) <= latest[r["cluster_id"]]
+            and (int(r["plan_version"]), r["run_id"]) not in set(markers[r["cluster_id"]])
+        ]
+        if not orphans:
+            continue
+        try:
+            store.delete_rows(name, orphan_predicate(orphans))
+        except Exception as exc:  # noqa: BLE001 - a concurrent writer may win; the rows stay invisible to readers
+            log.warning("orphan rows of table %s left for the next run: %s", name, exc)
+
+
+def orphan_predicate(orphans: list[tuple[str, int, str]]) -> str:
+    """A SQL predicate naming exactly these (cluster, version, run) rows, quotes doubled.
+
+    >>> for term in orphan_predicate([("c1", 2, "run-a"), ("o'k", 1, "r")]).split(" OR "):
+    ...     print(term)
+    (cluster_id = 'c1' AND plan_version = 2 AND run_id = 'run-a')
+    (cluster_id = 'o''k' AND plan_version = 1 AND run_id = 'r')
+    """
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    return " OR ".join(
+        f"(cluster_id = {quoted(c)} AND plan_version = {v} AND run_id = {quoted(r)})" for c, v, r in sorted(orphans)
+    )

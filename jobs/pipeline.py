@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from assigners import COMMITTED, FAILED
-from jobs.commit import write_plan_runs, write_plan_tables
+from jobs.commit import remove_orphans, write_plan_runs, write_plan_tables
 from jobs.config import Config
 from jobs.history import APP_ID_PREFIX, History, check_run_id_reuse, committed_plans, derive_run_id, read_history
 from jobs.inputs import at_snapshots, choose_snapshots, snapshot_catalog, stacked_inputs
@@ -100,6 +100,7 @@ def run_plan(
     if not dry_run:
         metadata = {"run_id": run_id, "config_hash": config_hash, "tool": APP_ID_PREFIX}
         write_plan_tables(store, planned_df, outcomes, run_id, metadata)
-        write_plan_runs(spark, store, outcomes, history, run_id, started_at, metadata)
+        outcomes = write_plan_runs(spark, store, outcomes, history, run_id, started_at, metadata)
+        remove_orphans(store, outcomes)
     planned_df.unpersist()
     return RunReport(run_id, config_hash, sorted(done + outcomes, key=lambda o: o.cluster_id), dry_run, warnings)

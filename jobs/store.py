@@ -55,6 +55,13 @@ class TableSchemaError(Exception):
     """A table lacks contract columns or has columns of unusable types."""
 
 
+class ConcurrentCommitError(Exception):
+    """Another writer committed to the table after the version an ``append(expect_version=...)`` expected."""
+
+
+ABSENT = -1  # expect_version: the table must not exist yet
+
+
 @dataclass(frozen=True)
 class Supersede:
     """Rows a write replaces: per cluster, those with ``plan_version >= floor``.
@@ -158,10 +165,19 @@ class TableStore(ABC):
         supersede: Supersede | None = None,
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        expect_version: int | None = None,
     ) -> int | None:
         """Append ``df`` in one atomic commit that also removes the rows ``supersede`` names and records
         the app transactions ``txns`` (app id -> version); a retried commit whose every app transaction is
-        recorded at that version or later is a no-op. Returns the version the table is at."""
+        recorded at that version or later is a no-op. Returns the version the table is at.
+
+        ``expect_version``: optimistic concurrency. The commit lands only if the table is still at that
+        version (``ABSENT``: does not exist yet); otherwise :class:`ConcurrentCommitError`, and nothing is
+        committed. Without it, concurrent appends both land (Delta's blind appends)."""
+
+    @abstractmethod
+    def delete_rows(self, name: str, predicate: str) -> int | None:
+        """Delete the rows matching a SQL ``predicate`` in one commit; returns the version."""
 
     @abstractmethod
     def txn_versions(self, name: str, app_ids: list[str]) -> dict[str, int | None]:
@@ -283,13 +299,14 @@ class DeltaRsStore(TableStore):
         supersede: Supersede | None = None,
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        expect_version: int | None = None,
     ) -> int | None:
-        from deltalake import DeltaTable, Schema
+        from deltalake import DeltaTable
+        from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import (
             CommitProperties,
             RemoveAction,
             Transaction,
-            create_table_with_add_actions,
         )
 
         spec = ALL_TABLES[name]
@@ -308,34 +325,77 @@ class DeltaRsStore(TableStore):
         props = CommitProperties(
             custom_metadata={"userMetadata": json.dumps(dict(metadata or {}), sort_keys=True)},
             app_transactions=[Transaction(app_id, int(v)) for app_id, v in sorted((txns or {}).items())] or None,
+            max_commit_retries=0 if expect_version is not None else None,  # a lost race fails, never rebases
         )
         arrow_schema = spec.arrow_schema()
-        if not self.exists(name):
-            create_table_with_add_actions(
-                uri,
-                Schema.from_arrow(arrow_schema),
-                adds,
-                mode="error",
-                partition_by=list(spec.partition_by) or None,
-                commit_properties=props,
-            )
-        else:
+        created = self._create(name, adds, props, expect_version)
+        if not created:
             now_ms = int(time.time() * 1000)
             actions = [
                 *adds,
                 *(RemoveAction(p, True, now_ms, size, dict[str, str | None](pv)) for p, size, pv in removes),
             ]
-            _add_new_columns(uri, arrow_schema)
-            table = DeltaTable(uri)  # reloaded right before committing
-            table.create_write_transaction(
-                actions,
-                mode="append",
-                schema=arrow_schema,
+            if _add_new_columns(uri, arrow_schema) and expect_version is not None:
+                raise ConcurrentCommitError(f"table {name} gained columns; its version moved on")
+            # reloaded right before committing; at the expected version, a commit that lost the race fails
+            table = DeltaTable(uri, version=expect_version) if expect_version is not None else DeltaTable(uri)
+            try:
+                table.create_write_transaction(
+                    actions,
+                    mode="append",
+                    schema=arrow_schema,
+                    partition_by=list(spec.partition_by) or None,
+                    commit_properties=props,
+                )
+            except CommitFailedError as exc:
+                if expect_version is None:
+                    raise
+                raise ConcurrentCommitError(
+                    f"table {name} moved past version {expect_version} before this commit"
+                ) from exc
+        version = self.version(name)
+        log.info("commit table=%s version=%s files_added=%d files_removed=%d", name, version, len(adds), len(removes))
+        return version
+
+    def _create(self, name: str, adds: list[Any], props: Any, expect_version: int | None) -> bool:
+        """Create the table with these files when it does not exist (True); False: append to it instead.
+
+        Two runs may create a table at once: the loser appends, unless it expected a version."""
+        from deltalake import Schema
+        from deltalake.transaction import create_table_with_add_actions
+
+        spec = ALL_TABLES[name]
+        if self.exists(name):
+            if expect_version == ABSENT:
+                raise ConcurrentCommitError(f"table {name} was created by another writer meanwhile")
+            return False
+        if expect_version not in (None, ABSENT):
+            raise ConcurrentCommitError(f"table {name} expected at version {expect_version} does not exist")
+        try:
+            create_table_with_add_actions(
+                self.location(name),
+                Schema.from_arrow(spec.arrow_schema()),
+                adds,
+                mode="error",
                 partition_by=list(spec.partition_by) or None,
                 commit_properties=props,
             )
+        except Exception as exc:  # another writer created it first (delta-rs raises a generic error)
+            if not self.exists(name):
+                raise
+            if expect_version is not None:
+                raise ConcurrentCommitError(f"table {name} was created by another writer meanwhile") from exc
+            return False
+        return True
+
+    def delete_rows(self, name: str, predicate: str) -> int | None:
+        from deltalake import DeltaTable
+
+        if not self.exists(name):
+            return None
+        metrics = DeltaTable(self.location(name)).delete(predicate)
         version = self.version(name)
-        log.info("commit table=%s version=%s files_added=%d files_removed=%d", name, version, len(adds), len(removes))
+        log.info("delete table=%s version=%s rows=%s", name, version, metrics.get("num_deleted_rows"))
         return version
 
     def _superseded(
@@ -372,7 +432,7 @@ class DeltaRsStore(TableStore):
         return removes, kept.localCheckpoint()
 
 
-def _add_new_columns(uri: str, arrow_schema: pa.Schema) -> None:
+def _add_new_columns(uri: str, arrow_schema: pa.Schema) -> bool:
     """Columns a newer release added to an output table join its log schema (one extra commit, once)."""
     from deltalake import DeltaTable, Schema
 
@@ -382,6 +442,7 @@ def _add_new_columns(uri: str, arrow_schema: pa.Schema) -> None:
     if new:
         table.alter.add_columns(list(Schema.from_arrow(pa.schema(new)).fields))
         log.info("schema table=%s added columns %s", uri, [f.name for f in new])
+    return bool(new)
 
 
 def _path_key(path: str) -> str:
@@ -488,9 +549,14 @@ class DeltaSparkStore(TableStore):
         supersede: Supersede | None = None,
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        expect_version: int | None = None,
     ) -> int | None:
         if self.already_recorded(name, txns):
             return self.version(name)  # a retried commit
+        current = self.version(name)
+        if expect_version is not None and (current if current is not None else ABSENT) != expect_version:
+            # Spark's blind append cannot be made conditional: checked here, right before it (a narrow window)
+            raise ConcurrentCommitError(f"table {name} is at version {current}, not {expect_version}")
         spec = ALL_TABLES[name]
         writer = self.conform(name, df).write.format("delta").partitionBy(*spec.partition_by)
         writer = writer.option("userMetadata", json.dumps(dict(metadata or {}), sort_keys=True))
@@ -503,6 +569,14 @@ class DeltaSparkStore(TableStore):
             ((app_id, txn_version),) = txns.items()
             writer = writer.option("txnAppId", app_id).option("txnVersion", int(txn_version))
         writer.save(self.location(name))
+        return self.version(name)
+
+    def delete_rows(self, name: str, predicate: str) -> int | None:
+        from delta.tables import DeltaTable
+
+        if not self.exists(name):
+            return None
+        DeltaTable.forPath(self.spark, self.location(name)).delete(predicate)
         return self.version(name)
 
 
