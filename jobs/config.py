@@ -7,6 +7,7 @@ below, which are also the embedded default used without a config file.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import tomllib
@@ -65,6 +66,8 @@ class Config:
     constraints: Constraints = field(default_factory=Constraints)
     cluster_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_worse: bool = False
+    max_snapshot_age: dt.timedelta | None = None  # [job]: fail a cluster whose newest snapshot is older
+    max_clock_skew: dt.timedelta = dt.timedelta(minutes=5)  # [job]: snapshots dated later than now + this are ignored
 
     def for_cluster(self, cluster_id: str, strategy_override: str | None = None) -> ClusterSettings:
         """Effective strategy and constraints of one cluster (cluster section over global)."""
@@ -114,7 +117,7 @@ def _hash(value: Any) -> str:
 
 
 _SECTIONS = {
-    "job": {"warehouse", "store"},
+    "job": {"warehouse", "store", "max_snapshot_age", "max_clock_skew"},
     "tables": set(TABLE_NAMES),
     "planner": {
         "strategy",
@@ -182,7 +185,27 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         constraints,
         overrides,
         _typed(planner, "allow_worse", bool, False, "planner.", source),
+        _duration(job, "max_snapshot_age", None, source),
+        _duration(job, "max_clock_skew", "5m", source) or dt.timedelta(0),
     )
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(table: Mapping[str, Any], key: str, default: str | None, source: str) -> dt.timedelta | None:
+    """``"90s"``, ``"5m"``, ``"6h"``, ``"7d"`` as a timedelta (None when unset and without default)."""
+    text = _typed(table, key, str, default, "job.", source)
+    if text is None:
+        return None
+    number, unit = text.strip()[:-1], text.strip()[-1:]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _DURATION_UNITS or value < 0:
+        raise ConfigError(f'{source}: job.{key} = {text!r}; expected a duration like "90s", "5m", "6h" or "7d"')
+    return dt.timedelta(seconds=value * _DURATION_UNITS[unit])
 
 
 def _check_keys(table: Mapping[str, Any], known: set[str], prefix: str, source: str) -> None:

@@ -19,18 +19,28 @@ from jobs.store import TableStore
 from schemas import PLAN_INPUT
 
 
-def snapshot_catalog(store: TableStore, as_of: dt.datetime | None) -> dict[str, tuple[dt.datetime, dt.datetime | None]]:
-    """Per cluster of the partitions table: (earliest snapshot, newest at or before ``as_of`` or None)."""
+def snapshot_catalog(
+    store: TableStore, bound: dt.datetime | None
+) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
+    """Per cluster of the partitions table: (earliest snapshot, newest at or before ``bound`` or None, newest
+    after it or None)."""
     ts = F.col("snapshot_ts")
-    chosen = ts if as_of is None else F.when(ts <= F.lit(as_of), ts)
+    chosen = ts if bound is None else F.when(ts <= F.lit(bound), ts)
+    beyond = F.lit(None) if bound is None else F.when(ts > F.lit(bound), ts)
     # as microseconds: collect() would hand back naive datetimes in the machine's local zone
     rows = (
         store.read("partitions")
         .groupBy("cluster_id")
-        .agg(F.unix_micros(F.min(ts)).alias("first"), F.unix_micros(F.max(chosen)).alias("chosen"))
+        .agg(
+            F.unix_micros(F.min(ts)).alias("first"),
+            F.unix_micros(F.max(chosen)).alias("chosen"),
+            F.unix_micros(F.max(beyond)).alias("beyond"),
+        )
         .collect()
     )
-    return {r["cluster_id"]: (from_micros(r["first"]), from_micros(r["chosen"])) for r in rows}
+    return {
+        r["cluster_id"]: (from_micros(r["first"]), from_micros(r["chosen"]), from_micros(r["beyond"])) for r in rows
+    }
 
 
 def from_micros(micros: int | None) -> Any:
@@ -38,7 +48,9 @@ def from_micros(micros: int | None) -> Any:
 
 
 def choose_snapshots(
-    catalog: dict[str, tuple[dt.datetime, dt.datetime | None]], as_of: dt.datetime | None, clusters: list[str] | None
+    catalog: dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]],
+    as_of: dt.datetime | None,
+    clusters: list[str] | None,
 ) -> dict[str, dt.datetime]:
     """The snapshot each selected cluster is planned from; a named cluster without one is an error.
 
@@ -71,6 +83,35 @@ def select_snapshots(
 ) -> dict[str, dt.datetime]:
     """Newest snapshot at or before ``as_of`` of each selected cluster (from the partitions table)."""
     return choose_snapshots(snapshot_catalog(store, as_of), as_of, clusters)
+
+
+def future_snapshots(
+    catalog: dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]], horizon: dt.datetime
+) -> list[str]:
+    """Warnings for snapshots dated after ``horizon`` (now plus the allowed clock skew): ignored, so a collector
+    with a wrong clock cannot shadow the real snapshots written after it (``--as-of`` still selects them)."""
+    return [
+        f"cluster {c}: ignored the snapshot of {beyond.isoformat()} in table partitions, dated after now plus "
+        f"max_clock_skew ({horizon.isoformat()}); a collector's clock is wrong? (--as-of selects it)"
+        for c, (_, _, beyond) in sorted(catalog.items())
+        if beyond is not None
+    ]
+
+
+def stale_snapshots(snapshots: dict[str, dt.datetime], reference: dt.datetime, max_age: dt.timedelta) -> dict[str, str]:
+    """Per cluster whose chosen snapshot is older than ``max_age`` at ``reference``, the error to fail it with."""
+    return {
+        c: f"cluster {c}: the newest snapshot in table partitions is from {ts.isoformat()}, "
+        f"{_age(reference - ts)} before {reference.isoformat(timespec='seconds')}: older than max_snapshot_age "
+        f"{_age(max_age)} (collectors stopped?)"
+        for c, ts in sorted(snapshots.items())
+        if reference - ts > max_age
+    }
+
+
+def _age(delta: dt.timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours:.1f}h" if hours < 48 else f"{hours / 24:.1f}d"
 
 
 def at_snapshots(snapshots: dict[str, dt.datetime], op: str = "=") -> str:

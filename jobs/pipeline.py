@@ -19,7 +19,14 @@ from assigners import COMMITTED, FAILED
 from jobs.commit import remove_orphans, write_plan_runs, write_plan_tables
 from jobs.config import Config
 from jobs.history import APP_ID_PREFIX, History, check_run_id_reuse, committed_plans, derive_run_id, read_history
-from jobs.inputs import at_snapshots, choose_snapshots, snapshot_catalog, stacked_inputs
+from jobs.inputs import (
+    at_snapshots,
+    choose_snapshots,
+    future_snapshots,
+    snapshot_catalog,
+    stacked_inputs,
+    stale_snapshots,
+)
 from jobs.outcomes import ClusterOutcome, RunReport, already_done, planned_outcome
 from jobs.spark_planner import plan_requests, run_planner
 from jobs.stages import UsageError, stage
@@ -52,17 +59,20 @@ def run_plan(
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id is empty: give a non-empty id, or drop the flag to derive one")
     with stage(spark, "select_snapshots") as info:
-        catalog = snapshot_catalog(store, as_of)
+        catalog = snapshot_catalog(store, as_of or started_at + config.max_clock_skew)
         snapshots = choose_snapshots(catalog, as_of, clusters)
         info["clusters"] = len(snapshots)
     warnings = [
         f"config [clusters.{c!r}] names a cluster with no snapshot in table partitions"
         for c in sorted(set(config.cluster_overrides) - set(catalog))
     ]
+    if as_of is None:
+        warnings += future_snapshots(catalog, started_at + config.max_clock_skew)
+    stale = stale_snapshots(snapshots, as_of or started_at, config.max_snapshot_age) if config.max_snapshot_age else {}
     config_hash = config.config_hash(list(snapshots), strategy)
     run_id = run_id or derive_run_id({c: config.cluster_hash(c, strategy) for c in snapshots}, snapshots)
     history = read_history(store, run_id, list(snapshots))
-    requests = plan_requests(config, snapshots, history, strategy)
+    requests = plan_requests(config, snapshots, history, strategy, refused=stale)
     check_run_id_reuse(run_id, history, snapshots, {c: (r["strategy"], r["config_hash"]) for c, r in requests.items()})
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 

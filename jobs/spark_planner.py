@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame
 
-from assigners import COMMITTED, FAILED, Constraints, PlanRequest, plan_cluster
+from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, plan_cluster
 from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
@@ -45,7 +45,11 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             allow_worse=spec["allow_worse"],
         )
         try:
-            result = plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
+            result = (
+                PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec["refused"])
+                if spec.get("refused")
+                else plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
+            )
             summary = {
                 "status": result.status,
                 "error": result.error,
@@ -104,8 +108,13 @@ def coerce_to_spec(pdf: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
 
 
 def plan_requests(
-    config: Config, snapshots: dict[str, dt.datetime], history: History, strategy: str | None
+    config: Config,
+    snapshots: dict[str, dt.datetime],
+    history: History,
+    strategy: str | None,
+    refused: dict[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """Per cluster, what its worker needs; ``refused``: clusters to fail with that error instead of planning."""
     out = {}
     for cluster_id, snapshot_ts in snapshots.items():
         settings = config.for_cluster(cluster_id, strategy)
@@ -122,6 +131,7 @@ def plan_requests(
             "previous_partitions": last_partitions,
             "plan_version": last_version + 1,
             "snapshot_ts": snapshot_ts.isoformat(),
+            "refused": (refused or {}).get(cluster_id),
         }
     return out
 

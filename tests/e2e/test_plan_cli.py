@@ -214,15 +214,17 @@ def test_a_crash_before_the_commit_marker_is_invisible_and_the_rerun_completes_i
     assert committed(store, "plans").count() == len(plans)
 
 
-def test_a_crashed_run_is_superseded_by_a_run_with_another_id(spark, warehouse, monkeypatch):
+def test_a_killed_runs_rows_are_gone_for_a_plain_reader_after_the_next_run(spark, warehouse, monkeypatch):
     write_fleet(warehouse, small_fleet())
     monkeypatch.setattr(pipeline, "write_plan_runs", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     with pytest.raises(RuntimeError):
-        plan(warehouse, "--run-id", "first-try")
+        plan(warehouse, "--run-id", "first-try")  # killed after plans and moves committed, before the marker
     monkeypatch.undo()
+    assert set(table(warehouse, "plans")["run_id"]) == {"first-try"}
     assert plan(warehouse, "--run-id", "second-try") == 0
-    plans = table(warehouse, "plans")
-    assert set(plans["run_id"]) == {"second-try"}
+    # a plain delta-rs reader, which does not join plan_runs, sees only the committed run's rows
+    plans, moves = table(warehouse, "plans"), table(warehouse, "moves")
+    assert set(plans["run_id"]) == {"second-try"} and set(moves["run_id"]) == {"second-try"}
     assert set(plans["plan_version"]) == {1}
 
 

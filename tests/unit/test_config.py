@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
         ({"constraints": {"replication_factor": {"t": 0}}}, "constraints.replication_factor"),
         ({"clusters": {"c1": {"constraints": {"rackaware": True}}}}, "unknown key clusters.c1.constraints.rackaware"),
         ({"job": {"store": "hive"}}, "job.store = 'hive'"),
+        ({"job": {"max_snapshot_age": "6 hours"}}, "job.max_snapshot_age = '6 hours'; expected a duration"),
+        ({"job": {"max_clock_skew": 5}}, "job.max_clock_skew = 5 must be str"),
     ],
 )
 def test_bad_config_names_the_key(raw, fragment):

@@ -1,0 +1,52 @@
+"""Trust under bad clocks (issue 15): a stale snapshot fails its cluster by name, a snapshot from the future
+cannot shadow the real ones; and orphans of a killed run vanish for plain readers after the next run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.conftest import write_with_delta_rs
+from tests.e2e.test_plan_cli import LATER, plan, small_fleet, table, write_fleet
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_snapshot_older_than_max_snapshot_age_fails_its_cluster_naming_the_time(spark, warehouse, tmp_path, capsys):
+    write_fleet(warehouse, small_fleet())  # snapshots of 2026-11-01, weeks before the run
+    config = tmp_path / "age.toml"
+    config.write_text('[job]\nmax_snapshot_age = "6h"\n')
+    assert plan(warehouse, "--config", str(config)) == 1
+    out = capsys.readouterr().out
+    assert "cluster-1" in out and "the newest snapshot in table partitions is from 2026-11-01T00:00:00+00:00" in out
+    assert "older than max_snapshot_age 6.0h" in out
+    runs = table(warehouse, "plan_runs")
+    assert set(runs["status"]) == {"failed"} and len(runs) == 2
+    from deltalake import DeltaTable
+
+    assert not DeltaTable.is_deltatable(f"{warehouse}/plans"), "nothing planned for a stale cluster"
+    # planning as of the snapshot's own time measures the age from then: fine
+    assert plan(warehouse, "--config", str(config), "--as-of", "2026-11-01T03:00:00Z") == 0
+
+
+def test_a_snapshot_from_the_future_is_ignored_with_a_warning_unless_asked_for(spark, warehouse, capsys):
+    write_fleet(warehouse, small_fleet())
+    future = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(days=3)
+    ahead = small_fleet(future, seed=9)
+    for name in ("brokers", "partitions", "throughput"):
+        write_with_delta_rs(warehouse, name, ahead[name][ahead[name]["cluster_id"] == "cluster-1"])
+    assert plan(warehouse) == 0
+    captured = capsys.readouterr()
+    assert f"cluster cluster-1: ignored the snapshot of {future.isoformat()}" in captured.err
+    runs = table(warehouse, "plan_runs").set_index("cluster_id")
+    assert runs.loc["cluster-1", "snapshot_ts"].to_pydatetime() == small_fleet()["partitions"]["snapshot_ts"].iloc[0]
+    # a real snapshot written after the bad one is still planned from
+    write_fleet(warehouse, small_fleet(LATER, seed=4))
+    assert plan(warehouse) == 0
+    runs = table(warehouse, "plan_runs")
+    assert runs.loc[runs["cluster_id"] == "cluster-1", "snapshot_ts"].max() == LATER
+    # --as-of selects the future snapshot explicitly
+    assert plan(warehouse, "--as-of", (future + dt.timedelta(hours=1)).isoformat()) == 0
+    runs = table(warehouse, "plan_runs")
+    assert runs.loc[runs["cluster_id"] == "cluster-1", "snapshot_ts"].max() == future
