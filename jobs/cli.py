@@ -1,6 +1,6 @@
 """``partition-planner``: one console script, one subcommand per job.
 
-demo | plan | export | status | report | sql. Exit codes: 0 success (including a
+demo | plan | export | status | report | sql | maintain. Exit codes: 0 success (including a
 no-op rerun), 1 a cluster failed or a table is unusable, 2 usage or config.
 """
 
@@ -94,6 +94,35 @@ def _status(argv: list[str]) -> int:
         print(f"done: all {len(judged.of(DONE)):,} partitions are at their target")
     else:
         print(f"pending: {len(left):,} partitions, {human_bytes(int(left['bytes_to_move'].sum()))} still to move")
+    return 0
+
+
+def _maintain(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="partition-planner maintain",
+        allow_abbrev=False,
+        description="Upkeep of the warehouse's Delta tables: delete orphan plan rows, compact small files, "
+        "vacuum files older than the retention; prints what it did per table.",
+    )
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--retain", default="7d", help='keep files any version of this age needs (default "7d")')
+    parser.add_argument("--config")
+    args = parser.parse_args(argv)
+    from jobs.config import ConfigError, parse_duration
+
+    try:
+        retain = parse_duration(args.retain, "--retain")
+    except ConfigError as exc:
+        return _error(exc, USAGE_ERROR)
+    opened = _warehouse(args, needs=())
+    if opened is None:
+        return USAGE_ERROR
+    from jobs.maintain import maintain
+
+    done = maintain(opened[0], retain)
+    if not done:
+        return _error(f"no Delta table in warehouse {args.warehouse}", USAGE_ERROR)
+    print("\n".join(u.line() for u in done))
     return 0
 
 
@@ -250,7 +279,7 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
     return open_store(get_spark(), args.warehouse, config.tables, config.store)
 
 
-COMMANDS = {"export": _export, "status": _status, "report": _report, "sql": _sql}
+COMMANDS = {"export": _export, "status": _status, "report": _report, "sql": _sql, "maintain": _maintain}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from jobs.outcomes import ClusterOutcome
 from jobs.spark_planner import coerce_to_spec
 from jobs.stages import stage
 from jobs.store import ABSENT, ConcurrentCommitError, TableStore
+from jobs.warehouse import Warehouse, orphan_predicate
 from schemas import MOVES, PLAN_RUNS, PLANS
 
 log = logging.getLogger(__name__)
@@ -180,52 +181,15 @@ def _unless_claimed(outcome: ClusterOutcome, markers: dict[str, list[tuple[int, 
 
 
 def remove_orphans(store: TableStore, outcomes: list[ClusterOutcome]) -> None:
-    """Remove rows of plans / moves that belong to no committed run, at or below each cluster's latest
-    committed version (this run's, or the one that beat it to a version).
-
-    No run can commit those versions any more (the marker's check refuses them), so the rows are dead:
-    a plain reader that does not join plan_runs stops seeing them. A failure here is only logged (the next
-    run, or ``maintain``, removes them)."""
-    markers = _committed_markers(store, store.version("plan_runs"))
-    latest = {c: max(v for v, _ in markers[c]) for c in {o.cluster_id for o in outcomes} if c in markers}
-    if not latest:
-        return
+    """Delete rows of plans / moves that belong to no committed run, at or below each cluster's latest
+    committed version (:meth:`Warehouse.orphans`), for the clusters of this run, so a plain reader that does
+    not join plan_runs stops seeing them. A failure is only logged: ``maintain`` or the next run removes them."""
+    warehouse = Warehouse(store.warehouse, store.locations)
+    clusters = sorted({o.cluster_id for o in outcomes})
     for name in ("plans", "moves"):
-        if not store.exists(name):
-            continue
-        present = (
-            store.read(name)
-            .where(F.col("cluster_id").isin(sorted(latest)))
-            .select("cluster_id", "plan_version", "run_id")
-            .distinct()
-            .collect()
-        )
-        orphans = [
-            (r["cluster_id"], int(r["plan_version"]), r["run_id"])
-            for r in present
-            if int(r["plan_version"]) <= latest[r["cluster_id"]]
-            and (int(r["plan_version"]), r["run_id"]) not in set(markers[r["cluster_id"]])
-        ]
-        if not orphans:
-            continue
         try:
-            store.delete_rows(name, orphan_predicate(orphans))
-        except Exception as exc:  # noqa: BLE001 - a concurrent writer may win; the rows stay invisible to readers
+            orphans = warehouse.orphans(name, clusters)
+            if orphans:
+                store.delete_rows(name, orphan_predicate(orphans))
+        except Exception as exc:  # noqa: BLE001 - a concurrent writer may win; readers joining plan_runs never see them
             log.warning("orphan rows of table %s left for the next run: %s", name, exc)
-
-
-def orphan_predicate(orphans: list[tuple[str, int, str]]) -> str:
-    """A SQL predicate naming exactly these (cluster, version, run) rows, quotes doubled.
-
-    >>> for term in orphan_predicate([("c1", 2, "run-a"), ("o'k", 1, "r")]).split(" OR "):
-    ...     print(term)
-    (cluster_id = 'c1' AND plan_version = 2 AND run_id = 'run-a')
-    (cluster_id = 'o''k' AND plan_version = 1 AND run_id = 'r')
-    """
-
-    def quoted(text: str) -> str:
-        return "'" + text.replace("'", "''") + "'"
-
-    return " OR ".join(
-        f"(cluster_id = {quoted(c)} AND plan_version = {v} AND run_id = {quoted(r)})" for c, v, r in sorted(orphans)
-    )

@@ -194,17 +194,20 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _duration(table: Mapping[str, Any], key: str, default: str | None, source: str) -> dt.timedelta | None:
-    """``"90s"``, ``"5m"``, ``"6h"``, ``"7d"`` as a timedelta (None when unset and without default)."""
+    """A ``[job]`` duration (None when unset and without default)."""
     text = _typed(table, key, str, default, "job.", source)
-    if text is None:
-        return None
+    return None if text is None else parse_duration(text, f"{source}: job.{key}")
+
+
+def parse_duration(text: str, what: str) -> dt.timedelta:
+    """``"90s"``, ``"5m"``, ``"6h"``, ``"7d"`` as a timedelta; ConfigError naming ``what`` otherwise."""
     number, unit = text.strip()[:-1], text.strip()[-1:]
     try:
         value = float(number)
     except ValueError:
         value = -1.0
     if unit not in _DURATION_UNITS or value < 0:
-        raise ConfigError(f'{source}: job.{key} = {text!r}; expected a duration like "90s", "5m", "6h" or "7d"')
+        raise ConfigError(f'{what} = {text!r}; expected a duration like "90s", "5m", "6h" or "7d"')
     return dt.timedelta(seconds=value * _DURATION_UNITS[unit])
 
 

@@ -100,9 +100,50 @@ class Warehouse:
         newest = rows["snapshot_ts"].max()
         return newest.to_pydatetime(), rows[rows["snapshot_ts"] == newest].reset_index(drop=True)
 
+    def orphans(self, name: str, clusters: list[str] | None = None) -> list[tuple[str, int, str]]:
+        """(cluster, version, run) of ``plans`` / ``moves`` rows that belong to no committed run, at or below
+        their cluster's latest committed version: no run can commit those versions any more (the commit
+        marker refuses a version committed meanwhile), so the rows are dead. Rows above it may belong to a
+        run committing right now and are left alone."""
+        if not self.exists(name) or not self.exists("plan_runs"):
+            return []
+        runs = self.committed_runs()
+        markers = set(zip(runs["cluster_id"], runs["plan_version"].astype(int), runs["run_id"]))
+        latest = runs.groupby("cluster_id")["plan_version"].max().astype(int).to_dict()
+        wanted = [c for c in latest if clusters is None or c in clusters]
+        if not wanted:
+            return []
+        rows = self.table(name).to_pyarrow_table(
+            columns=["cluster_id", "plan_version", "run_id"], filters=[("cluster_id", "in", wanted)]
+        )
+        present = rows.group_by(["cluster_id", "plan_version", "run_id"]).aggregate([]).to_pylist()
+        return sorted(
+            (r["cluster_id"], int(r["plan_version"]), r["run_id"])
+            for r in present
+            if int(r["plan_version"]) <= latest[r["cluster_id"]]
+            and (r["cluster_id"], int(r["plan_version"]), r["run_id"]) not in markers
+        )
+
     def snapshot(self, name: str, cluster_id: str, snapshot_ts: Any) -> pd.DataFrame:
         """Rows of an input table at one snapshot time (``throughput``: the rows measured at or before it)."""
         rows = self.frame(name, cluster_id)
         if name == "throughput":
             return rows[rows["snapshot_ts"] <= snapshot_ts].reset_index(drop=True)
         return rows[rows["snapshot_ts"] == snapshot_ts].reset_index(drop=True)
+
+
+def orphan_predicate(orphans: list[tuple[str, int, str]]) -> str:
+    """A SQL predicate naming exactly these (cluster, version, run) rows, quotes doubled.
+
+    >>> for term in orphan_predicate([("c1", 2, "run-a"), ("o'k", 1, "r")]).split(" OR "):
+    ...     print(term)
+    (cluster_id = 'c1' AND plan_version = 2 AND run_id = 'run-a')
+    (cluster_id = 'o''k' AND plan_version = 1 AND run_id = 'r')
+    """
+
+    def quoted(text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    return " OR ".join(
+        f"(cluster_id = {quoted(c)} AND plan_version = {v} AND run_id = {quoted(r)})" for c, v, r in sorted(orphans)
+    )

@@ -7,6 +7,7 @@ import datetime as dt
 
 import pytest
 
+from jobs import cli
 from tests.conftest import write_with_delta_rs
 from tests.e2e.test_plan_cli import LATER, plan, small_fleet, table, write_fleet
 
@@ -50,3 +51,39 @@ def test_a_snapshot_from_the_future_is_ignored_with_a_warning_unless_asked_for(s
     assert plan(warehouse, "--as-of", (future + dt.timedelta(hours=1)).isoformat()) == 0
     runs = table(warehouse, "plan_runs")
     assert runs.loc[runs["cluster_id"] == "cluster-1", "snapshot_ts"].max() == future
+
+
+def test_maintain_deletes_orphans_compacts_and_vacuums_and_the_warehouse_still_plans(
+    spark, warehouse, monkeypatch, capsys
+):
+    from jobs import pipeline
+
+    write_fleet(warehouse, small_fleet())
+    monkeypatch.setattr(pipeline, "write_plan_runs", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed")))
+    with pytest.raises(RuntimeError):
+        plan(warehouse, "--run-id", "killed")
+    monkeypatch.undo()
+    monkeypatch.setattr(pipeline, "remove_orphans", lambda *a, **k: None)  # as if the run died right after
+    assert plan(warehouse, "--run-id", "good") == 0
+    monkeypatch.undo()
+    assert "killed" in set(table(warehouse, "plans")["run_id"])
+    write_fleet(warehouse, small_fleet(LATER, seed=5))  # a second snapshot: two small files per input table
+    from deltalake import DeltaTable
+
+    files_before = len(DeltaTable(f"{warehouse}/partitions").file_uris())
+    capsys.readouterr()
+    assert cli.main(["maintain", "--warehouse", warehouse, "--retain", "0h"]) == 0
+    out = capsys.readouterr().out
+    assert "plans " in out and "orphan rows deleted" in out and "files compacted into" in out
+    plans = table(warehouse, "plans")
+    assert "killed" not in set(plans["run_id"]) and "killed" not in set(table(warehouse, "moves")["run_id"])
+    assert len(DeltaTable(f"{warehouse}/partitions").file_uris()) < files_before
+    runs = table(warehouse, "plan_runs")
+    assert len(plans) == runs.loc[runs["status"] == "committed", "partitions"].sum()
+    # the maintained warehouse reads and plans as before: the new snapshot a new version, a rerun a no-op
+    assert plan(warehouse) == 0
+    assert set(table(warehouse, "plan_runs")["plan_version"]) == {1, 2}
+    assert plan(warehouse) == 0
+    assert len(table(warehouse, "plan_runs")) == len(runs) + 2
+    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--wave", "1"]) == 0
+    assert cli.main(["maintain", "--warehouse", warehouse, "--retain", "a week"]) == 2
