@@ -43,7 +43,8 @@ class PlanningError(Exception):
         if self.rows:
             listed = "; ".join(self.rows[:MAX_LISTED_ROWS])
             more = len(self.rows) - MAX_LISTED_ROWS
-            head += f"; offending rows: {listed}" + (f"; and {more} more" if more > 0 else "")
+            count = f"{len(self.rows)} offending rows" if len(self.rows) > 1 else "offending row"
+            head += f"; {count}: {listed}" + (f"; and {more} more" if more > 0 else "")
         return head
 
 

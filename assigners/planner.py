@@ -41,6 +41,7 @@ from assigners.validate import (
     validate_loads,
     validate_partitions,
     validate_plan,
+    validate_racks,
 )
 from assigners.waves import WaveCaps
 
@@ -163,6 +164,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     if partitions.empty:
         return PlanResult(SKIPPED, _empty_planned(), notes=["no partitions in the snapshot: nothing to plan"])
     validate_brokers(brokers)
+    validate_racks(brokers, request.constraints)
     validate_partitions(partitions, brokers["broker_id"])
     validate_loads(partitions)
     if "has_throughput" in partitions:

@@ -62,7 +62,18 @@ def validate_brokers(brokers: pd.DataFrame) -> None:
 
 
 def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) -> None:
-    """Partition rows: unique (topic, partition), non-empty replica lists on known brokers."""
+    """Partition rows: keys present and unique, non-empty replica lists on known brokers, the leader among
+    them, sizes not negative."""
+    for column in ("topic", "partition", "replicas"):
+        null = [i for i, v in enumerate(partitions[column].tolist()) if v is None or (np.isscalar(v) and pd.isna(v))]
+        _raise_if(
+            [
+                f"row {i}: topic={partitions['topic'].iat[i]!r} partition={partitions['partition'].iat[i]!r}"
+                for i in null
+            ],
+            f"null {column}",
+            "partitions",
+        )
     known = set(int(b) for b in known_brokers)
     dup = partitions[partitions.duplicated(["topic", "partition"], keep=False)]
     _raise_if(sorted({_tp(t, p) for t, p in zip(dup["topic"], dup["partition"])}), "duplicate partition", "partitions")
@@ -92,6 +103,14 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
     )
     repeated = np.flatnonzero(distinct_per_row(matrix, valid) != valid.sum(axis=1))
     _raise_if(_rows(partitions, repeated, lists), "broker repeated in a replica list", "partitions")
+    if "leader" in partitions:
+        leaders = pd.to_numeric(partitions["leader"], errors="coerce").to_numpy()
+        outside = np.flatnonzero(~np.isnan(leaders) & ~(matrix == np.nan_to_num(leaders)[:, None]).any(axis=1))
+        _raise_if(
+            [f"{row} leader={int(leaders[i])}" for i, row in zip(outside, _rows(partitions, outside, lists))],
+            "leader not among the replicas",
+            "partitions",
+        )
     if "size_bytes" in partitions:
         bad = partitions[pd.to_numeric(partitions["size_bytes"], errors="coerce") < 0]
         _raise_if(
@@ -117,15 +136,41 @@ def _rows(partitions: pd.DataFrame, index: Iterable[int], lists: list[Any] | Non
 
 
 def validate_loads(partitions: pd.DataFrame) -> None:
-    """Throughput joined onto partitions: rates must not be negative."""
+    """Throughput joined onto partitions: a measured rate is a finite number, not negative (a partition without
+    throughput rows, ``has_throughput`` false, is planned with zero load instead)."""
+    measured = partitions["has_throughput"].astype(bool) if "has_throughput" in partitions else None
     for column in ("bytes_in", "bytes_out"):
         if column not in partitions:
             continue
-        bad = partitions[pd.to_numeric(partitions[column], errors="coerce") < 0]
+        values = pd.to_numeric(partitions[column], errors="coerce")
+        for problem, bad in (
+            ("negative", values < 0),
+            ("NaN", values.isna() & (measured if measured is not None else False)),
+            ("infinite", np.isinf(values)),
+        ):
+            rows = partitions[bad]
+            _raise_if(
+                [
+                    f"{_tp(t, p)} {column}_per_sec={v}"
+                    for t, p, v in zip(rows["topic"], rows["partition"], rows[column])
+                ],
+                f"{problem} {column}_per_sec",
+                "throughput",
+            )
+
+
+def validate_racks(brokers: pd.DataFrame, constraints: Constraints) -> None:
+    """With rack awareness on, either every live broker has a rack or none has (then each broker is its own
+    failure domain): a few without one would silently count as racks of their own."""
+    if not constraints.rack_aware or "rack" not in brokers:
+        return
+    live = brokers[brokers["state"].isin(["active", "draining"])]
+    missing = live["rack"].isna() | (live["rack"].astype(str).str.strip() == "")
+    if missing.any() and not missing.all():
         _raise_if(
-            [f"{_tp(t, p)} {column}_per_sec={v}" for t, p, v in zip(bad["topic"], bad["partition"], bad[column])],
-            f"negative {column}_per_sec",
-            "throughput",
+            [f"broker_id={b} rack=null" for b in live.loc[missing, "broker_id"]],
+            "rack missing on some brokers while rack awareness is on (constraints.rack_aware)",
+            "brokers",
         )
 
 

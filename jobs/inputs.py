@@ -205,12 +205,25 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
         .sort_values([*_KEYS, "measured_ts", "bytes_in", "bytes_out"], kind="stable")
         .drop_duplicates(_KEYS, keep="last")
         .drop(columns="measured_ts")
+        .assign(has_throughput=True)  # a row was measured, whatever its value (validation judges NaN)
     )
     previous = inputs.loc[source == "previous", [*_KEYS, "replicas", "epoch", "cores"]].rename(
         columns={"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"}
     )
     out = partitions.merge(rates, on=_KEYS, how="left").merge(previous, on=_KEYS, how="left")
-    out["has_throughput"] = out["bytes_in"].notna()
+    out["has_throughput"] = out["has_throughput"].astype("boolean").fillna(False).astype(bool)
     planned = out["previous_replicas"].astype(object)
     out["previous_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
     return out.reset_index(drop=True)
+
+
+def unmatched_throughput(inputs: pd.DataFrame) -> list[str]:
+    """Notes on throughput rows of partitions the snapshot does not have (a stale collector, a deleted topic)."""
+    source = inputs["source"]
+    known = set(zip(inputs.loc[source == "partition", "topic"], inputs.loc[source == "partition", "partition"]))
+    measured = inputs.loc[source == "throughput", _KEYS].drop_duplicates()
+    unknown = sorted(f"{t}:{p}" for t, p in zip(measured["topic"], measured["partition"]) if (t, p) not in known)
+    if not unknown:
+        return []
+    shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    return [f"{len(unknown)} partitions in table throughput are not in the snapshot (ignored): {shown}"]

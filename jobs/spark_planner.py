@@ -20,7 +20,7 @@ from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, p
 from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
-from jobs.inputs import assemble_partitions
+from jobs.inputs import assemble_partitions, unmatched_throughput
 from schemas import PLANNED, TableSpec
 
 
@@ -53,7 +53,7 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             summary = {
                 "status": result.status,
                 "error": result.error,
-                "notes": result.notes,
+                "notes": [*result.notes, *unmatched_throughput(inputs_pdf)],
                 "warnings": result.warnings,
                 "metrics": result.metrics.to_dict() if result.metrics else {},
             }

@@ -55,6 +55,34 @@ class TableSchemaError(Exception):
     """A table lacks contract columns or has columns of unusable types."""
 
 
+class TableUnreadableError(TableSchemaError):
+    """A table's Delta log (or a file it names) cannot be read."""
+
+
+def unreadable(name: str, location: str, exc: Exception) -> TableUnreadableError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TableUnreadableError(f"table {name} at {location} cannot be read: {first}")
+
+
+_FAMILIES = {
+    "long": "integer",
+    "int": "integer",
+    "bigint": "integer",
+    "smallint": "integer",
+    "tinyint": "integer",
+    "double": "number",
+    "float": "number",
+    "timestamp_ntz": "timestamp",
+}
+
+
+def _family(spark_type: str) -> str:
+    """A type's family: integers of any width are one, as are floats, timestamps, arrays of a family."""
+    if spark_type.startswith("array<") and spark_type.endswith(">"):
+        return f"array<{_family(spark_type[6:-1])}>"
+    return _FAMILIES.get(spark_type, spark_type)
+
+
 class ConcurrentCommitError(Exception):
     """Another writer committed to the table after the version an ``append(expect_version=...)`` expected."""
 
@@ -139,8 +167,24 @@ class TableStore(ABC):
             raise TableSchemaError(
                 f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
             )
+        self._check_types(name, df, spec)
         cast = df.selectExpr(*[f"CAST(`{c.name}` AS {c.type}) AS `{c.name}`" for c in spec.columns])
         return cast.to(spec.spark_schema())
+
+    def _check_types(self, name: str, df: DataFrame, spec: TableSpec) -> None:
+        """Refuse a column whose stored type is another kind than the contract's (text for a number, ...);
+        widths may differ (an int written as a long): the cast to the contract type is exact then."""
+        stored = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        wrong = []
+        for column in spec.columns:
+            have = stored.get(column.name)
+            if have is None or have == "void":
+                continue
+            want = _family(column.type)
+            if _family(have) != want and not (want == "number" and _family(have) == "integer"):
+                wrong.append(f"{column.name} is {have}, the contract says {column.type}")
+        if wrong:
+            raise TableSchemaError(f"table {name} at {self.location(name)}: wrong column type: {'; '.join(wrong)}")
 
     # backend interface -------------------------------------------------
     @abstractmethod
@@ -257,7 +301,10 @@ class DeltaRsStore(TableStore):
             if name in OUTPUT_TABLES:
                 return self.empty(name)
             raise TableNotFoundError(f"table {name}: no Delta table at {uri}")
-        table = DeltaTable(uri, version=version)
+        try:
+            table = DeltaTable(uri, version=version)
+        except Exception as exc:  # delta-rs: a truncated or corrupt log, a missing checkpoint, ...
+            raise unreadable(name, uri, exc) from exc
         log_schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
         partition_cols = list(table.metadata().partition_columns)
         files = table.file_uris()

@@ -153,6 +153,7 @@ def test_a_plan_that_makes_the_cluster_worse_is_skipped_unless_allowed(spark, wa
     parts.loc[rows, "replicas"] = pd.Series(
         [list(v1[(t, p)]) for t, p in zip(parts.loc[rows, "topic"], parts.loc[rows, "partition"])], index=rows
     )
+    parts.loc[rows, "leader"] = [r[0] for r in parts.loc[rows, "replicas"]]  # executed: the leader follows
     write_fleet(warehouse, executed)
     capsys.readouterr()
     # When rendezvous would spread it by hash: skipped, both scores named

@@ -134,6 +134,7 @@ def test_plans_start_from_the_live_cluster_and_keep_the_plan_in_force(spark, war
     parts.loc[applied, "replicas"] = pd.Series(
         [v1[(t, p)] for t, p in zip(parts.loc[applied, "topic"], parts.loc[applied, "partition"])], index=applied
     )
+    parts.loc[applied, "leader"] = [r[0] for r in parts.loc[applied, "replicas"]]  # executed: the leader follows
     brokers = third["brokers"]
     brokers.loc[(brokers["cluster_id"] == "cluster-1") & (brokers["broker_id"] == 5), "state"] = "dead"
     write_fleet(warehouse, third)
