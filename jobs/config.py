@@ -68,6 +68,7 @@ class Config:
     allow_worse: bool = False
     max_snapshot_age: dt.timedelta | None = None  # [job]: fail a cluster whose newest snapshot is older
     max_clock_skew: dt.timedelta = dt.timedelta(minutes=5)  # [job]: snapshots dated later than now + this are ignored
+    max_partitions_per_cluster: int | None = None  # [job]: a larger cluster fails instead of taking a worker down
 
     def for_cluster(self, cluster_id: str, strategy_override: str | None = None) -> ClusterSettings:
         """Effective strategy and constraints of one cluster (cluster section over global)."""
@@ -117,7 +118,7 @@ def _hash(value: Any) -> str:
 
 
 _SECTIONS = {
-    "job": {"warehouse", "store", "max_snapshot_age", "max_clock_skew"},
+    "job": {"warehouse", "store", "max_snapshot_age", "max_clock_skew", "max_partitions_per_cluster"},
     "tables": set(TABLE_NAMES),
     "planner": {
         "strategy",
@@ -187,6 +188,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         _typed(planner, "allow_worse", bool, False, "planner.", source),
         _duration(job, "max_snapshot_age", None, source),
         _duration(job, "max_clock_skew", "5m", source) or dt.timedelta(0),
+        _at_least(job, "max_partitions_per_cluster", 1, "job", source),
     )
 
 

@@ -85,6 +85,22 @@ def select_snapshots(
     return choose_snapshots(snapshot_catalog(store, as_of), as_of, clusters)
 
 
+def partition_counts(store: TableStore, snapshots: dict[str, dt.datetime]) -> dict[str, int]:
+    """Partition rows per cluster in its chosen snapshot: the size of its planning group."""
+    rows = store.read("partitions").where(at_snapshots(snapshots)).groupBy("cluster_id").count().collect()
+    return {r["cluster_id"]: int(r["count"]) for r in rows}
+
+
+def oversized(counts: dict[str, int], limit: int) -> dict[str, str]:
+    """Per cluster above ``limit`` partitions, the error to fail it with before its group reaches a worker."""
+    return {
+        c: f"cluster {c}: {n:,} partitions in its snapshot (table partitions), above max_partitions_per_cluster "
+        f"{limit:,}; not planned (raise the limit with more executor memory, or split the cluster's snapshot)"
+        for c, n in sorted(counts.items())
+        if n > limit
+    }
+
+
 def future_snapshots(
     catalog: dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]], horizon: dt.datetime
 ) -> list[str]:

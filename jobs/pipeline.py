@@ -23,6 +23,8 @@ from jobs.inputs import (
     at_snapshots,
     choose_snapshots,
     future_snapshots,
+    oversized,
+    partition_counts,
     snapshot_catalog,
     stacked_inputs,
     stale_snapshots,
@@ -41,6 +43,15 @@ def build_inputs(
     """(stacked partition, throughput and previous-plan rows as ``schemas.PLAN_INPUT``, brokers) of the snapshots."""
     brokers_df = store.read("brokers").where(at_snapshots(snapshots))
     return stacked_inputs(store, snapshots, committed_plans(store, history, list(snapshots))), brokers_df
+
+
+def _size_limits(store: TableStore, snapshots: dict[str, dt.datetime], limit: int | None) -> dict[str, str]:
+    """Log the largest planning group; the clusters above ``limit`` partitions, with the error to fail them."""
+    counts = partition_counts(store, snapshots)
+    if counts:
+        largest = max(counts, key=lambda c: (counts[c], c))
+        log.info("largest cluster group: %s with %d partitions", largest, counts[largest])
+    return oversized(counts, limit) if limit else {}
 
 
 def run_plan(
@@ -68,11 +79,14 @@ def run_plan(
     ]
     if as_of is None:
         warnings += future_snapshots(catalog, started_at + config.max_clock_skew)
-    stale = stale_snapshots(snapshots, as_of or started_at, config.max_snapshot_age) if config.max_snapshot_age else {}
+    refused = (
+        stale_snapshots(snapshots, as_of or started_at, config.max_snapshot_age) if config.max_snapshot_age else {}
+    )
+    refused = {**_size_limits(store, snapshots, config.max_partitions_per_cluster), **refused}
     config_hash = config.config_hash(list(snapshots), strategy)
     run_id = run_id or derive_run_id({c: config.cluster_hash(c, strategy) for c in snapshots}, snapshots)
     history = read_history(store, run_id, list(snapshots))
-    requests = plan_requests(config, snapshots, history, strategy, refused=stale)
+    requests = plan_requests(config, snapshots, history, strategy, refused=refused)
     check_run_id_reuse(run_id, history, snapshots, {c: (r["strategy"], r["config_hash"]) for c, r in requests.items()})
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 

@@ -87,3 +87,21 @@ def test_maintain_deletes_orphans_compacts_and_vacuums_and_the_warehouse_still_p
     assert len(table(warehouse, "plan_runs")) == len(runs) + 2
     assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--wave", "1"]) == 0
     assert cli.main(["maintain", "--warehouse", warehouse, "--retain", "a week"]) == 2
+
+
+def test_a_cluster_above_max_partitions_per_cluster_fails_before_a_worker_holds_it(spark, warehouse, tmp_path, capsys):
+    fleet = small_fleet()
+    parts = fleet["partitions"]
+    fleet["partitions"] = parts[(parts["cluster_id"] == "cluster-1") | (parts.groupby("cluster_id").cumcount() < 40)]
+    write_fleet(warehouse, fleet)
+    config = tmp_path / "size.toml"
+    config.write_text("[job]\nmax_partitions_per_cluster = 50\n")
+    assert plan(warehouse, "--config", str(config)) == 1
+    out = capsys.readouterr().out
+    assert (
+        "cluster cluster-1: 60 partitions in its snapshot (table partitions), above max_partitions_per_cluster 50"
+        in out
+    )
+    runs = table(warehouse, "plan_runs").set_index("cluster_id")
+    assert runs.loc["cluster-1", "status"] == "failed" and runs.loc["cluster-2", "status"] == "committed"
+    assert set(table(warehouse, "plans")["cluster_id"]) == {"cluster-2"}
