@@ -37,6 +37,13 @@ bench: $(STAMP) package ## benchmarks: read side on the demo warehouse; job vs b
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_plan.py
 	$(BIN)/python bench/bench_assigners.py
 
+AIRFLOW_VENV := .venv-airflow
+
+test-airflow: ## load examples/airflow_dag.py with Airflow's DagBag (installs Airflow into .venv-airflow; not in make test)
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet "apache-airflow==3.3.2" "apache-airflow-providers-apache-spark==6.3.4"
+	AIRFLOW_HOME=$$(mktemp -d) $(AIRFLOW_VENV)/bin/python examples/check_dag.py
+
 lint: $(STAMP) ## ruff + mypy (strict on assigners/, schemas/ and jobs/)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
@@ -56,7 +63,7 @@ sql-shell: $(STAMP) ## SQL prompt over the tables and views; one query: make sql
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/partition-planner sql --warehouse $(WAREHOUSE) $(if $(Q),"$(Q)")
 
 clean: ## remove the venv, the demo warehouse and build output
-	rm -rf $(VENV) $(WAREHOUSE) dist build .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(WAREHOUSE) dist build .pytest_cache .hypothesis .mypy_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
-.PHONY: help install demo test test-unit bench lint format package run sql-shell clean
+.PHONY: help install demo test test-unit test-airflow bench lint format package run sql-shell clean

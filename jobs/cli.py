@@ -42,6 +42,7 @@ def _export(argv: list[str]) -> int:
         return USAGE_ERROR
     warehouse, config = opened
     from jobs.execution import DRIFTED, DriftError, export_dir, judge, wave_payload, write_json
+    from jobs.warehouse import TableUnreadableError
 
     try:
         judged = judge(warehouse, args.cluster, args.plan_version)
@@ -57,6 +58,8 @@ def _export(argv: list[str]) -> int:
         return _error(exc, USAGE_ERROR)
     except DriftError as exc:
         return _error(f"{exc}; nothing written (--allow-drift leaves them out)", 1)
+    except TableUnreadableError as exc:
+        return _error(exc, 1)
     write_json(payload, args.out)
     if args.out:
         print(f"wrote {len(payload['partitions'])} partitions to {args.out}", file=sys.stderr)
@@ -80,11 +83,14 @@ def _status(argv: list[str]) -> int:
         return USAGE_ERROR
     from jobs.execution import DONE, DRIFTED, MOVING, PENDING, judge, status_lines
     from jobs.units import human_bytes
+    from jobs.warehouse import TableUnreadableError
 
     try:
         judged = judge(opened[0], args.cluster, args.plan_version)
     except LookupError as exc:
         return _error(exc, USAGE_ERROR)
+    except TableUnreadableError as exc:
+        return _error(exc, 1)
     print("\n".join(status_lines(judged)))
     left = judged.of(PENDING, MOVING)
     if len(judged.of(DRIFTED)):
@@ -170,11 +176,14 @@ def _report(argv: list[str]) -> int:
     if opened is None:
         return USAGE_ERROR
     from jobs.report import write_report
+    from jobs.warehouse import TableUnreadableError
 
     try:
         folders = write_report(opened[0], args.out, args.cluster, args.plan_version, opened[1])
     except LookupError as exc:
         return _error(exc, USAGE_ERROR)
+    except TableUnreadableError as exc:
+        return _error(exc, 1)
     for folder in folders:
         print(folder)
     return 0

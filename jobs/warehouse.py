@@ -25,6 +25,12 @@ class TableUnreadableError(Exception):
     """A table is missing or its Delta log cannot be read; the message names the table and where it lives."""
 
 
+def _first(exc: Exception) -> str:
+    """The first line of an error: delta-rs appends a Rust backtrace to its messages."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> str:
     """Where table ``name`` lives: its ``[tables]`` entry, else ``<warehouse>/<name>`` (local paths made absolute)."""
     path = locations.get(name) or posixpath.join(warehouse, name)
@@ -50,7 +56,9 @@ class Warehouse:
             try:
                 self._tables[name] = DeltaTable(self.location(name))
             except Exception as exc:  # delta-rs raises several types (TableNotFound, DeltaError, OSError)
-                raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {exc}") from exc
+                raise TableUnreadableError(
+                    f"table {name} at {self.location(name)} cannot be read: {_first(exc)}"
+                ) from exc
         return self._tables[name]
 
     def frame(self, name: str, cluster_id: str | None = None, columns: list[str] | None = None) -> pd.DataFrame:
@@ -61,7 +69,7 @@ class Warehouse:
         except TableUnreadableError:
             raise
         except Exception as exc:  # a data file the log names is gone or unreadable
-            raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {exc}") from exc
+            raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {_first(exc)}") from exc
         return table.to_pandas()
 
     def committed_runs(self, cluster_id: str | None = None) -> pd.DataFrame:

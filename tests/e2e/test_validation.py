@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from jobs import cli
 from jobs.demo import generate_fleet
 from tests.conftest import write_with_delta_rs
 from tests.e2e.test_plan_cli import plan, table, write_fleet
@@ -149,3 +150,16 @@ def test_a_corrupt_delta_log_is_one_message_naming_the_table(spark, warehouse, c
     assert plan(warehouse) == 1
     err = capsys.readouterr().err
     assert "table partitions" in err and "Traceback" not in err, err
+
+
+def test_the_read_side_on_a_corrupt_log_exits_1_with_one_line(spark, warehouse, capsys):
+    write_fleet(warehouse, generate_fleet(clusters=1, brokers=6, topics=3, partitions=12, seed=2))
+    assert plan(warehouse) == 0
+    log = Path(warehouse) / "moves" / "_delta_log" / "00000000000000000000.json"
+    log.write_text(log.read_text()[:100])
+    capsys.readouterr()
+    for command in (["status"], ["export"], ["report", "--out", f"{warehouse}-report"]):
+        args = [command[0], "--warehouse", warehouse, "--cluster", "cluster-1", *command[1:]]
+        assert cli.main(args) == 1, command
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("partition-planner: error: table moves at ") and "\n" not in err, err
