@@ -8,14 +8,14 @@ brokers, the rack rule), so they can follow any strategy.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from assigners.model import PAD, ClusterView, replica_matrix, topic_codes
-from assigners.placement import Usage, evict_over_capacity, refill
+from assigners.placement import Usage, evict_over_capacity, refill, topic_moves
 
 
 class _ReplicaIndex:
@@ -154,6 +154,7 @@ def balance_replica_counts(
     topics: np.ndarray | None = None,
     usage: Usage | None = None,
     moved: set[tuple[int, int, int]] | None = None,
+    live: list[list[int]] | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -164,7 +165,9 @@ def balance_replica_counts(
     max - min <= 1 or when no legal move is left. Moves respect the caps
     (``sizes`` gives the bytes each replica adds) and never send a replica
     of a topic from B to A after another went from A to B (``topics`` codes;
-    ``moved`` seeds the (topic, from, to) the plan already makes, e.g. forced).
+    ``moved`` seeds the (topic, from, to) the plan already makes, e.g. forced;
+    with ``live``, moves are judged against the live layout: moving a replica
+    the plan placed moves on what it replaced, see :class:`_TopicRule`).
     Returns the number of moves made.
 
     Notes
@@ -181,21 +184,72 @@ def balance_replica_counts(
         return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     index = _ReplicaIndex(assignment, view)
-    moved = set() if moved is None else set(moved)
-    moves = _bulk_count_moves(index, usage, topic_of, moved)
+    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live)
+    moves = _bulk_count_moves(index, usage, rule)
     while True:
-        chain = _find_count_move(index, usage, topic_of, moved)
+        chain = _find_count_move(index, usage, rule)
         if chain is None or len({i for i, _, _ in chain}) < len(chain):
             return moves  # no way forward (a chain reusing a partition could break its own rules)
         for i, old, new in chain:
+            rule.record(i, old, new)
             index.move(i, old, new)
             usage.remove(i, old)
             usage.add(i, new)
-            moved.add((topic_of[i], old, new))
             moves += 1
 
 
-def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, topic_of: list[int], moved: set[tuple[int, int, int]]) -> int:
+class _TopicRule:
+    """Never a replica of a topic from B to A after another went from A to B, in one plan.
+
+    With ``live``, the (topic, from, to) pairs are the plan's moves against the live layout, as the rest of
+    the planner counts them: each broker a partition leaves with each it joins. A move is allowed when none
+    of the pairs it adds to its partition reverses a pair of the plan (moving a replica the plan placed
+    changes what its partition's live replicas moved to; moving one back home only removes pairs). Without
+    ``live``, the pairs are the balancing's own moves, seeded by ``moved``.
+    """
+
+    def __init__(
+        self,
+        topic_of: list[int],
+        moved: set[tuple[int, int, int]],
+        assignment: list[list[int]],
+        live: list[list[int]] | None,
+    ) -> None:
+        self.topic_of, self.moved, self.assignment, self.live = topic_of, moved, assignment, live
+        self.count: Counter[tuple[int, int, int]] = Counter()
+        if live is not None:
+            for i, (now, was) in enumerate(zip(assignment, live)):
+                if now != was:
+                    self.count.update(self._pairs(i, now))
+
+    @property
+    def active(self) -> bool:
+        return bool(self.moved) or self.live is not None
+
+    def _pairs(self, i: int, replicas: list[int]) -> set[tuple[int, int, int]]:
+        assert self.live is not None
+        t, was = self.topic_of[i], self.live[i]
+        return {(t, a, b) for a in was if a not in replicas for b in replicas if b not in was}
+
+    def _after(self, i: int, old: int, new: int) -> list[int]:
+        return [new if b == old else b for b in self.assignment[i]]
+
+    def allows(self, i: int, old: int, new: int) -> bool:
+        if self.live is None:
+            return (self.topic_of[i], new, old) not in self.moved
+        added = self._pairs(i, self._after(i, old, new)) - self._pairs(i, self.assignment[i])
+        return all(self.count[(t, b, a)] <= 0 for t, a, b in added)
+
+    def record(self, i: int, old: int, new: int) -> None:
+        """Call before the move is applied to the assignment."""
+        if self.live is None:
+            self.moved.add((self.topic_of[i], old, new))
+            return
+        self.count.subtract(self._pairs(i, self.assignment[i]))
+        self.count.update(self._pairs(i, self._after(i, old, new)))
+
+
+def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, rule: _TopicRule) -> int:
     """The bulk of the balancing: replicas from brokers above their share straight to brokers below it.
 
     Share = total replicas x weight / total weight. Only a broker above the
@@ -218,16 +272,16 @@ def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, topic_of: list[int], m
         for new in receivers:
 
             def legal(i: int, new: int = new, old: int = old) -> bool:
-                return usage.room_for(i, new) and (topic_of[i], new, old) not in moved
+                return usage.room_for(i, new) and rule.allows(i, old, new)
 
             while usage.count[old] > high[old] and usage.count[new] < low[new] and _improves(usage, old, new):
                 i = index.find(old, new, legal)
                 if i is None:
                     break
+                rule.record(i, old, new)
                 index.move(i, old, new)
                 usage.remove(i, old)
                 usage.add(i, new)
-                moved.add((topic_of[i], old, new))
                 moves += 1
     return moves
 
@@ -245,9 +299,7 @@ def _any_improving_pair(usage: Usage) -> bool:
     return lowest_receiver < max((2 * usage.count[b] - 1) / w[b] for b in eligible)
 
 
-def _find_count_move(
-    index: _ReplicaIndex, usage: Usage, topic_of: list[int], moved: set[tuple[int, int, int]]
-) -> list[tuple[int, int, int]] | None:
+def _find_count_move(index: _ReplicaIndex, usage: Usage, rule: _TopicRule) -> list[tuple[int, int, int]] | None:
     """A direct move from a fullest to an emptiest broker, else the shortest chain of moves.
 
     A chain donor -> b1 -> ... -> receiver moves one replica per hop; the
@@ -261,9 +313,9 @@ def _find_count_move(
     every_donor = order[::-1]  # direct moves from any heavier broker before a chain from the heaviest
 
     def legal(old: int, new: int) -> Callable[[int], bool]:
-        return lambda i: usage.room_for(i, new) and (topic_of[i], new, old) not in moved
+        return lambda i: usage.room_for(i, new) and rule.allows(i, old, new)
 
-    plain = not usage.view.has_caps and not moved
+    plain = not usage.view.has_caps and not rule.active
     for old in every_donor:
         receivers = [b for b in order if _improves(usage, old, b)]
         for new in receivers:
@@ -317,21 +369,11 @@ def settle(
     sizes = partitions["size_bytes"].to_numpy()
     usage = Usage(assignment, sizes, view)
     evict_over_capacity(assignment, usage)
-    refill(assignment, partitions["rf"].to_numpy(), usage)
     topics = topic_codes(partitions)
+    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics)
     moved = None if since is None else topic_moves(since, assignment, topics)
-    balance_replica_counts(assignment, view, sizes, topics, usage, moved)
+    balance_replica_counts(assignment, view, sizes, topics, usage, moved, since)
     balance_leaders(assignment, view)
-
-
-def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndarray) -> set[tuple[int, int, int]]:
-    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins."""
-    out: set[tuple[int, int, int]] = set()
-    for t, old, new in zip(topics.tolist(), before, after):
-        if old != new:
-            gone, joined = set(old) - set(new), set(new) - set(old)
-            out.update((t, a, b) for a in gone for b in joined)
-    return out
 
 
 def balance_leaders(

@@ -159,27 +159,77 @@ def evict_over_capacity(assignment: list[list[int]], usage: Usage) -> int:
     return dropped
 
 
-def refill(assignment: list[list[int]], rf: np.ndarray, usage: Usage) -> int:
+def refill(
+    assignment: list[list[int]],
+    rf: np.ndarray,
+    usage: Usage,
+    since: list[list[int]] | None = None,
+    topics: np.ndarray | None = None,
+) -> int:
     """Add the missing replicas of every partition on the emptiest legal broker; returns how many.
 
     Legal: eligible, not already a replica, room under the caps, and a new
     rack while the partition still needs one for the rack rule. "Emptiest"
     is replicas per weight, ties to the lower broker id, so refills spread
-    evenly and deterministically.
+    evenly and deterministically. With ``since`` (the live layout) and
+    ``topics``, a refill avoids, while another broker is legal, the reverse
+    of a move the plan already makes in the topic (a partition of a topic
+    that left A for B, and another that leaves B for A: both could have
+    stayed), the per-plan rule of Kafka's reassignment guidance.
     """
     view = usage.view
     heap = [(usage.fullness(b), b) for b in view.eligible]
     heapq.heapify(heap)
     added = 0
-    for i, target in enumerate(rf.tolist()):
-        replicas = assignment[i]
+    moves = topic_moves(since, assignment, topics) if since is not None and topics is not None else None
+    targets = rf.tolist()
+    order = range(len(targets)) if moves is None else _fewest_choices_first(assignment, targets, view)
+    for i in order:
+        target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
-            b = pop_legal(heap, usage.fullness, i, replicas, target, usage)
+            avoid = None
+            if moves is not None and since is not None and topics is not None:
+                t, dropped = int(topics[i]), set(since[i]) - set(replicas)
+                avoid = _reverses(moves, t, dropped)
+            b = pop_legal(heap, usage.fullness, i, replicas, target, usage, avoid)
             replicas.append(b)
             usage.add(i, b)
             heapq.heappush(heap, (usage.fullness(b), b))
+            if moves is not None and topics is not None and since is not None:
+                moves.update((int(topics[i]), d, b) for d in set(since[i]) - set(replicas))
             added += 1
     return added
+
+
+def _fewest_choices_first(assignment: list[list[int]], targets: list[int], view: ClusterView) -> list[int]:
+    """Partitions to refill, those with the fewest brokers in racks they do not use yet first: a partition
+    bound to one rack's few brokers picks before one that could go anywhere, so the latter can still avoid
+    reversing the former's move."""
+    per_domain: dict[str, int] = {}
+    for b in view.eligible:
+        per_domain[view.domain_of[b]] = per_domain.get(view.domain_of[b], 0) + 1
+    short = [i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t]
+
+    def choices(i: int) -> int:
+        used = {view.domain_of.get(b) for b in assignment[i]}
+        return sum(n for d, n in per_domain.items() if d not in used)
+
+    return sorted(short, key=lambda i: (choices(i), i))
+
+
+def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: set[int]) -> Callable[[int], bool]:
+    """Would adding broker ``b`` to a partition of ``topic`` that left ``dropped`` reverse a move of the topic?"""
+    return lambda b: any((topic, b, d) in moves for d in dropped)
+
+
+def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndarray) -> set[tuple[int, int, int]]:
+    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins."""
+    out: set[tuple[int, int, int]] = set()
+    for t, old, new in zip(topics.tolist(), before, after):
+        if old != new:
+            gone, joined = set(old) - set(new), set(new) - set(old)
+            out.update((t, a, b) for a in gone for b in joined)
+    return out
 
 
 def pop_legal(
@@ -189,8 +239,11 @@ def pop_legal(
     replicas: list[int],
     target: int,
     usage: Usage,
+    avoid: Callable[[int], bool] | None = None,
 ) -> int:
     """Pop the lowest-key broker that may take the next replica of partition ``i`` (others go back).
+
+    ``avoid``: brokers taken only when no other is legal.
 
     ``heap`` holds ``(key, broker)`` entries; an entry whose key is no longer
     ``key_of(broker)`` is stale and dropped (the caller pushed a fresh one).
@@ -204,6 +257,7 @@ def pop_legal(
     old_rack_ok = len(used) + (target - len(replicas) - 1) >= required
     skipped: list[tuple[float, int]] = []
     fallback: int | None = None
+    avoided: int | None = None
     chosen: int | None = None
     while heap:
         key, b = heapq.heappop(heap)
@@ -212,13 +266,18 @@ def pop_legal(
         skipped.append((key, b))
         if b in replicas or not usage.room_for(i, b):
             continue
-        if not prefers_new_rack or view.domain_of[b] not in used:
+        new_rack = not prefers_new_rack or view.domain_of[b] not in used
+        if avoid is not None and avoid(b):
+            if avoided is None and (new_rack or old_rack_ok):
+                avoided = b
+            continue
+        if new_rack:
             chosen = b
             break
         if fallback is None and old_rack_ok:
             fallback = b  # an old rack still meets the rule; a new one is only preferred
     if chosen is None:
-        chosen = fallback
+        chosen = fallback if fallback is not None else avoided
     for entry in skipped:
         if entry[1] != chosen:
             heapq.heappush(heap, entry)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assigners.balance import settle, topic_moves
+from assigners.balance import settle
 from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
@@ -50,7 +50,7 @@ from assigners.model import (
     assignment_frame,
     topic_codes,
 )
-from assigners.placement import keep_valid_each
+from assigners.placement import keep_valid_each, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing

@@ -174,12 +174,11 @@ def test_property_sticky_reaches_the_balance_rule(cluster):
     assert _single_legal_improving_move(brokers, parts, result.planned, Constraints()) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sticky's load swaps run after count balancing and can open a count move the balancer never saw: "
-    "here topic1 [7, 9] may move 7 -> 1 (broker 7 at 1.5 replicas per weight, broker 1 at 1.12)",
-)
-def test_issue_sticky_load_swaps_can_leave_a_count_move_behind():
+def test_sticky_leaves_no_improving_count_move_on_a_draining_fleet():
+    # Was a strict xfail: sticky's load swaps, run after count balancing, opened a count move the balancer
+    # never saw (topic1 [7, 9] could move 7 -> 1). Since the refill and the count balancing judge the topic
+    # rule against the live layout, sticky's plan here differs and leaves none; the property test above
+    # still looks for the general case.
     brokers = brokers_frame(
         list(range(1, 12)),
         ["rack0"] * 8 + ["rack3"] * 3,
