@@ -16,14 +16,12 @@ USAGE_ERROR = 2
 
 
 def _export(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="partition-planner export",
-        allow_abbrev=False,
-        description="Write Kafka's reassignment JSON for one plan version: all of it, one wave (--wave), or per wave "
+    parser = _command_parser(
+        "export",
+        "Write Kafka's reassignment JSON for one plan version: all of it, one wave (--wave), or per wave "
         "with rollback.json and runbook.md (--out-dir). Partitions already at their target in the cluster's newest "
         "snapshot are left out; one that is at neither its baseline nor its target stops the export (exit 1).",
     )
-    parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--plan-version", type=int, help="default: the latest committed")
     target = parser.add_mutually_exclusive_group()
@@ -67,13 +65,11 @@ def _export(argv: list[str]) -> int:
 
 
 def _status(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="partition-planner status",
-        allow_abbrev=False,
-        description="Per wave of a plan, partitions done / moving / pending / drifted judged by the cluster's "
+    parser = _command_parser(
+        "status",
+        "Per wave of a plan, partitions done / moving / pending / drifted judged by the cluster's "
         "newest snapshot, and the bytes still to move. Exit 0 when done or pending, 1 when anything drifted.",
     )
-    parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--plan-version", type=int, help="default: the latest committed")
     parser.add_argument("--config")
@@ -104,13 +100,11 @@ def _status(argv: list[str]) -> int:
 
 
 def _maintain(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="partition-planner maintain",
-        allow_abbrev=False,
-        description="Upkeep of the warehouse's Delta tables: delete orphan plan rows, compact small files, "
+    parser = _command_parser(
+        "maintain",
+        "Upkeep of the warehouse's Delta tables: delete orphan plan rows, compact small files, "
         "vacuum files older than the retention; prints what it did per table.",
     )
-    parser.add_argument("--warehouse", required=True)
     parser.add_argument("--retain", default="7d", help='keep files any version of this age needs (default "7d")')
     parser.add_argument("--config")
     args = parser.parse_args(argv)
@@ -130,6 +124,14 @@ def _maintain(argv: list[str]) -> int:
         return _error(f"no Delta table in warehouse {args.warehouse}", USAGE_ERROR)
     print("\n".join(u.line() for u in done))
     return 0
+
+
+def _command_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand's parser with the option every one of them takes (``--config`` stays per command: its
+    position in ``--help`` follows the command's own options)."""
+    parser = argparse.ArgumentParser(prog=f"partition-planner {name}", allow_abbrev=False, description=description)
+    parser.add_argument("--warehouse", required=True)
+    return parser
 
 
 def _error(message: object, code: int) -> int:
@@ -161,12 +163,10 @@ def _warehouse(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
 
 
 def _report(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="partition-planner report",
-        allow_abbrev=False,
-        description="Write per-cluster plan reports: index.html with charts, summary.md, brokers.csv, moves.csv.",
+    parser = _command_parser(
+        "report",
+        "Write per-cluster plan reports: index.html with charts, summary.md, brokers.csv, moves.csv.",
     )
-    parser.add_argument("--warehouse", required=True)
     parser.add_argument("--cluster")
     parser.add_argument("--plan-version", type=int)
     parser.add_argument("--out", required=True, help="folder for the reports")
@@ -190,13 +190,11 @@ def _report(argv: list[str]) -> int:
 
 
 def _sql(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="partition-planner sql",
-        allow_abbrev=False,
-        description="Run Spark SQL over the tables (plans/moves: committed rows only; "
+    parser = _command_parser(
+        "sql",
+        "Run Spark SQL over the tables (plans/moves: committed rows only; "
         "plans_raw, moves_raw, plans_latest also defined). Without a query: an interactive prompt.",
     )
-    parser.add_argument("--warehouse", required=True)
     parser.add_argument("--limit", type=int, default=100, help="rows to print")
     parser.add_argument("--config")
     parser.add_argument("query", nargs="?", help="one SQL statement; omit it for a prompt (end statements with ;)")
