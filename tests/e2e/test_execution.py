@@ -186,8 +186,8 @@ def test_report_is_a_page_with_charts_whose_headline_is_the_plan_runs_row(planne
             assert image.size[0] > 300 and image.size[1] > 200
     run = table(planned, "plan_runs").query("cluster_id == @CLUSTER").iloc[0]
     moves = table(planned, "moves").query("cluster_id == @CLUSTER")
-    cards = dict(re.findall(r'<div class="v">([^<]*)</div><div class="k">([^<]*)</div>', page))
-    headline = {k: v for v, k in cards.items()}
+    cards = re.findall(r'<div class="v">([^<]*)</div><div class="k">([^<]*)</div>', page)
+    headline = {key: value for value, key in cards}
     assert headline["replica moves"] == f"{int(run['moves']):,}"
     assert headline["partitions changed"] == f"{len(moves):,}" == f"{int(run['partitions_moved']):,}"
     assert headline["leader moves"] == f"{int(run['leader_moves']):,}"
