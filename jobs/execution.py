@@ -188,10 +188,8 @@ def export_dir(
         raise DriftError(judged.drift_message())
     figures = wave_figures(judged)
     files: dict[str, str] = {}
-    for f in figures:
-        if f.partitions:
-            rows = judged.of(PENDING, MOVING)
-            files[wave_file(f.wave)] = _json(reassignment(rows[rows["wave"] == f.wave]))
+    for wave, rows in judged.of(PENDING, MOVING).groupby("wave", sort=True):  # waves with something left
+        files[wave_file(int(wave))] = _json(reassignment(rows))
     files["rollback.json"] = _json(reassignment(judged.moves[judged.moves["state"] != DRIFTED], "from_replicas"))
     files["runbook.md"] = runbook(judged, figures, throttle, max_hours, warehouse)
     return _replace_files(Path(out_dir), files)
