@@ -181,22 +181,21 @@ def refill(
     heap = [(usage.fullness(b), b) for b in view.eligible]
     heapq.heapify(heap)
     added = 0
-    moves = topic_moves(since, assignment, topics) if since is not None and topics is not None else None
+    rule = None  # (the topic's moves so far, the live layout, topic codes) when the rule applies
+    if since is not None and topics is not None:
+        rule = (topic_moves(since, assignment, topics), since, topics.tolist())
     targets = rf.tolist()
-    order = range(len(targets)) if moves is None else _fewest_choices_first(assignment, targets, view)
+    order = range(len(targets)) if rule is None else _fewest_choices_first(assignment, targets, view)
     for i in order:
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
-            avoid = None
-            if moves is not None and since is not None and topics is not None:
-                t, dropped = int(topics[i]), set(since[i]) - set(replicas)
-                avoid = _reverses(moves, t, dropped)
+            avoid = None if rule is None else _reverses(rule[0], rule[2][i], set(rule[1][i]) - set(replicas))
             b = pop_legal(heap, usage.fullness, i, replicas, target, usage, avoid)
             replicas.append(b)
             usage.add(i, b)
             heapq.heappush(heap, (usage.fullness(b), b))
-            if moves is not None and topics is not None and since is not None:
-                moves.update((int(topics[i]), d, b) for d in set(since[i]) - set(replicas))
+            if rule is not None:
+                rule[0].update((rule[2][i], d, b) for d in set(rule[1][i]) - set(replicas))
             added += 1
     return added
 

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.warehouse import table_location
+from jobs.warehouse import first_line, table_location
 from schemas import ALL_TABLES, OUTPUT_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,7 @@ class TableUnreadableError(TableSchemaError):
 
 
 def unreadable(name: str, location: str, exc: Exception) -> TableUnreadableError:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return TableUnreadableError(f"table {name} at {location} cannot be read: {first}")
+    return TableUnreadableError(f"table {name} at {location} cannot be read: {first_line(exc)}")
 
 
 _FAMILIES = {

@@ -25,7 +25,7 @@ class TableUnreadableError(Exception):
     """A table is missing or its Delta log cannot be read; the message names the table and where it lives."""
 
 
-def _first(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     """The first line of an error: delta-rs appends a Rust backtrace to its messages."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -57,7 +57,7 @@ class Warehouse:
                 self._tables[name] = DeltaTable(self.location(name))
             except Exception as exc:  # delta-rs raises several types (TableNotFound, DeltaError, OSError)
                 raise TableUnreadableError(
-                    f"table {name} at {self.location(name)} cannot be read: {_first(exc)}"
+                    f"table {name} at {self.location(name)} cannot be read: {first_line(exc)}"
                 ) from exc
         return self._tables[name]
 
@@ -69,7 +69,9 @@ class Warehouse:
         except TableUnreadableError:
             raise
         except Exception as exc:  # a data file the log names is gone or unreadable
-            raise TableUnreadableError(f"table {name} at {self.location(name)} cannot be read: {_first(exc)}") from exc
+            raise TableUnreadableError(
+                f"table {name} at {self.location(name)} cannot be read: {first_line(exc)}"
+            ) from exc
         return table.to_pandas()
 
     def committed_runs(self, cluster_id: str | None = None) -> pd.DataFrame:
