@@ -109,6 +109,7 @@ def _cluster(
             "replicas": replicas,
             "leader": [r[0] for r in replicas],
             "size_bytes": (bytes_in * RETENTION_SECONDS * rng.uniform(0.2, 1.0, len(rf))).astype("int64"),
+            "log_dirs": None,
         }
     )
     throughput = pd.DataFrame(

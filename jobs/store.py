@@ -159,8 +159,8 @@ class TableStore(ABC):
             return df
         present = set(df.columns)
         missing = [c for c in spec.column_names if c not in present]
-        if missing and name in OUTPUT_TABLES:
-            # an output table written before a release that added columns: they read as null
+        if missing and (name in OUTPUT_TABLES or set(missing) <= set(spec.optional_columns)):
+            # a table written before a release that added columns: they read as null
             df = df.select("*", *[F.lit(None).alias(c) for c in missing])
         elif missing:
             raise TableSchemaError(

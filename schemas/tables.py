@@ -29,27 +29,29 @@ _TYPES: dict[str, tuple[str, object]] = {
     "double": ("DoubleType", pa.float64),
     "timestamp": ("TimestampType", lambda: pa.timestamp("us", tz="UTC")),
     "array<int>": ("ArrayType", lambda: pa.list_(pa.int32())),
+    "array<string>": ("ArrayType", lambda: pa.list_(pa.string())),
 }
 
 
 def _spark_type(name: str) -> T.DataType:
     from pyspark.sql import types
 
-    spark_name = _TYPES[name][0]
-    if spark_name == "ArrayType":
-        return types.ArrayType(types.IntegerType(), True)
-    return getattr(types, spark_name)()  # type: ignore[no-any-return]
+    if name.startswith("array<"):
+        return types.ArrayType(_spark_type(name[6:-1]), True)
+    return getattr(types, _TYPES[name][0])()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column. ``metric``: filled from the planner's ``PlanMetrics`` field of the same name."""
+    """One column. ``metric``: filled from the planner's ``PlanMetrics`` field of the same name. ``optional``:
+    added after tables were first written; a table without it reads it as null."""
 
     name: str
     type: str
     nullable: bool = True
     comment: str = ""
     metric: bool = False
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:
@@ -69,6 +71,10 @@ class TableSpec:
     @property
     def metric_columns(self) -> list[str]:
         return [c.name for c in self.columns if c.metric]
+
+    @property
+    def optional_columns(self) -> list[str]:
+        return [c.name for c in self.columns if c.optional]
 
     @property
     def non_nullable_columns(self) -> list[str]:
@@ -95,9 +101,10 @@ class TableSpec:
         """Arrow schema of the table, as written to the Delta log."""
         return pa.schema([pa.field(c.name, _TYPES[c.type][1](), nullable=True) for c in self.columns])  # type: ignore[operator]
 
-    def ddl(self) -> str:
-        """``name type, ...`` DDL string, handy in SQL and test fixtures."""
-        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+    def ddl(self, optional: bool = True) -> str:
+        """``name type, ...`` DDL string, handy in SQL and test fixtures (``optional=False``: the columns a writer
+        that predates the optional ones has)."""
+        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns if optional or not c.optional)
 
 
 def _cols(*specs: tuple[str, str] | tuple[str, str, bool] | tuple[str, str, bool, str]) -> tuple[Column, ...]:
@@ -128,14 +135,22 @@ BROKERS = TableSpec(
 
 PARTITIONS = TableSpec(
     "partitions",
-    _cols(
-        ("cluster_id", "string", NOT_NULL),
-        ("snapshot_ts", "timestamp", NOT_NULL),
-        ("topic", "string", NOT_NULL),
-        ("partition", "int", NOT_NULL),
-        ("replicas", "array<int>", NOT_NULL, "current replica list, preferred leader first"),
-        ("leader", "int", True, "current leader"),
-        ("size_bytes", "long", True, "on-disk size of one replica"),
+    (
+        *_cols(
+            ("cluster_id", "string", NOT_NULL),
+            ("snapshot_ts", "timestamp", NOT_NULL),
+            ("topic", "string", NOT_NULL),
+            ("partition", "int", NOT_NULL),
+            ("replicas", "array<int>", NOT_NULL, "current replica list, preferred leader first"),
+            ("leader", "int", True, "current leader"),
+            ("size_bytes", "long", True, "on-disk size of one replica"),
+        ),
+        Column(
+            "log_dirs",
+            "array<string>",
+            comment="log dir of each replica, aligned with replicas (null: unknown); written by import",
+            optional=True,
+        ),
     ),
 )
 

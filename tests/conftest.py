@@ -68,5 +68,8 @@ def write_with_delta_rs(warehouse: str, name: str, pdf: pd.DataFrame, mode: str 
     from schemas import ALL_TABLES
 
     spec = ALL_TABLES[name]
-    table = pa.Table.from_pandas(pdf[spec.column_names], schema=spec.arrow_schema(), preserve_index=False)
+    # a collector that predates an optional column leaves it out (readers see null)
+    names = [c.name for c in spec.columns if c.name in pdf.columns or not c.optional]
+    schema = pa.schema([spec.arrow_schema().field(n) for n in names])
+    table = pa.Table.from_pandas(pdf[names], schema=schema, preserve_index=False)
     write_deltalake(f"{warehouse}/{name}", table, mode=mode)

@@ -23,7 +23,9 @@ T3 = dt.datetime(2026, 1, 3)
 def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_previous_plan(spark, store):
     store.append(
         "partitions",
-        spark.createDataFrame([("c", T2, "t", 0, [1, 2], 1, 10), ("c", T1, "t", 0, [9], 9, 1)], PARTITIONS.ddl()),
+        spark.createDataFrame(
+            [("c", T2, "t", 0, [1, 2], 1, 10), ("c", T1, "t", 0, [9], 9, 1)], PARTITIONS.ddl(optional=False)
+        ),
     )
     store.append(
         "throughput",
@@ -77,7 +79,8 @@ def tokyo_clock():
 def test_snapshots_are_found_whatever_the_machines_time_zone(spark, store, tokyo_clock):
     t1, t2 = T1.replace(tzinfo=dt.UTC), (T2 + dt.timedelta(microseconds=5)).replace(tzinfo=dt.UTC)
     store.append(
-        "partitions", spark.createDataFrame([("c", ts, "t", 0, [1], 1, 10) for ts in (t1, t2)], PARTITIONS.ddl())
+        "partitions",
+        spark.createDataFrame([("c", ts, "t", 0, [1], 1, 10) for ts in (t1, t2)], PARTITIONS.ddl(optional=False)),
     )
     snapshots = select_snapshots(store, None, None)
     assert snapshots == {"c": t2}
