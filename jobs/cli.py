@@ -1,6 +1,6 @@
 """``partition-planner``: one console script, one subcommand per job.
 
-demo | plan | export | status | report | sql | maintain. Exit codes: 0 success (including a
+demo | plan | import | export | status | report | sql | maintain. Exit codes: 0 success (including a
 no-op rerun), 1 a cluster failed or a table is unusable, 2 usage or config.
 """
 
@@ -291,7 +291,7 @@ COMMANDS = {"export": _export, "status": _status, "report": _report, "sql": _sql
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    names = ["demo", "plan", *COMMANDS]
+    names = ["demo", "plan", "import", *COMMANDS]
     if not argv or argv[0] in ("-h", "--help"):
         print(f"usage: partition-planner {{{','.join(names)}}} ...\n\n{__doc__}")
         return 0 if argv else USAGE_ERROR
@@ -304,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         from jobs import plan
 
         return plan.main(rest)
+    if command == "import":
+        from jobs import importer
+
+        return importer.main(rest)
     if command in COMMANDS:
         return COMMANDS[command](rest)
     print(f"partition-planner: unknown command {command!r}; expected one of {', '.join(names)}", file=sys.stderr)

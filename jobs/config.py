@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -69,6 +70,7 @@ class Config:
     max_snapshot_age: dt.timedelta | None = None  # [job]: fail a cluster whose newest snapshot is older
     max_clock_skew: dt.timedelta = dt.timedelta(minutes=5)  # [job]: snapshots dated later than now + this are ignored
     max_partitions_per_cluster: int | None = None  # [job]: a larger cluster fails instead of taking a worker down
+    import_fan_out: float = 1.0  # [import] fan_out: estimated bytes_out = estimated bytes_in x this
 
     def for_cluster(self, cluster_id: str, strategy_override: str | None = None) -> ClusterSettings:
         """Effective strategy and constraints of one cluster (cluster section over global)."""
@@ -133,6 +135,7 @@ _SECTIONS = {
     # every Constraints field but those set under [planner]: the dataclass is the one list
     "constraints": {f.name for f in fields(Constraints)} - set(STRATEGY_OPTIONS),
     "clusters": None,  # free-form cluster ids, checked below
+    "import": {"fan_out"},
 }
 
 
@@ -189,7 +192,16 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> Config:
         _duration(job, "max_snapshot_age", None, source),
         _duration(job, "max_clock_skew", "5m", source) or dt.timedelta(0),
         _at_least(job, "max_partitions_per_cluster", 1, "job", source),
+        _fan_out(raw.get("import", {}), source),
     )
+
+
+def _fan_out(section: Mapping[str, Any], source: str) -> float:
+    """``[import] fan_out``: consumers per byte produced, for bytes_out estimated from size growth."""
+    value = _number(section, "fan_out", 1.0, source, "import.")
+    if value is None or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{source}: import.fan_out = {value!r} must be a number >= 0")
+    return value
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -1,0 +1,342 @@
+"""The import's parsers on samples of what Kafka's tools print (Kafka 2.x, 3.x and 4.x forms), and on bad files:
+each bad file fails with the file, the line (or JSON path) and what was expected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.kafka_formats import ImportFileError, parse_brokers, parse_log_dirs, parse_throughput, parse_topics
+
+# kafka-topics.sh --describe, Kafka 4.1 (Elr columns), a topic with dashes and dots, an offline partition
+# (Leader: none) and one in the middle of a reassignment (Adding / Removing Replicas, Replicas is the union).
+DESCRIBE_KAFKA4 = (
+    "Topic: orders.eu-west\tTopicId: sE05QnUPQQ-FLs5ekB8NLQ\tPartitionCount: 3\tReplicationFactor: 3\t"
+    "Configs: min.insync.replicas=2,segment.bytes=1073741824\n"
+    "\tTopic: orders.eu-west\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: \n"
+    "\tTopic: orders.eu-west\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: \tElr: 2,3\tLastKnownElr: 1\n"
+    "\tTopic: orders.eu-west\tPartition: 2\tLeader: 3\tReplicas: 3,1,2,4\tIsr: 3,1,2\tAdding Replicas: 4\t"
+    "Removing Replicas: 2\tElr: N/A\tLastKnownElr: N/A\n"
+    "Topic: __consumer_offsets\tTopicId: 2q-H2y2PRoyGktIr6q4Lrg\tPartitionCount: 1\tReplicationFactor: 3\t"
+    "Configs: compression.type=producer,cleanup.policy=compact\n"
+    "\tTopic: __consumer_offsets\tPartition: 0\tLeader: 2\tReplicas: 2,1,3\tIsr: 2,1,3\tElr: \tLastKnownElr: \n"
+)
+
+# Kafka 2.x / 3.0-3.6: no Elr columns; copied from a terminal, so the tabs became runs of spaces.
+DESCRIBE_KAFKA3_SPACES = """\
+Topic: payments-v2    TopicId: VqFKdC5sTr2UaholaO9PSg PartitionCount: 2       ReplicationFactor: 2    Configs: \
+retention.ms=604800000
+        Topic: payments-v2    Partition: 0    Leader: 5       Replicas: 5,6   Isr: 5,6
+        Topic: payments-v2    Partition: 1    Leader: 6       Replicas: 6,5   Isr: 6
+"""
+
+GENERATE_OUTPUT = """\
+Current partition replica assignment
+{"version":1,"partitions":[{"topic":"clicks","partition":0,"replicas":[1,2],"log_dirs":["/data/a","any"]},\
+{"topic":"clicks","partition":1,"replicas":[2,3],"log_dirs":["any","any"]}]}
+
+Proposed partition reassignment configuration
+{"version":1,"partitions":[{"topic":"clicks","partition":0,"replicas":[3,1],"log_dirs":["any","any"]}]}
+"""
+
+API_VERSIONS_KAFKA3 = """\
+kafka-1.internal:9092 (id: 1 rack: eu-west-1a) -> (
+\tProduce(0): 0 to 9 [usable: 9],
+\tFetch(1): 0 to 13 [usable: 13],
+\tDescribeTopicPartitions(75): UNSUPPORTED
+)
+kafka-2.internal:9092 (id: 2 rack: eu-west-1b) -> (
+\tProduce(0): 0 to 9 [usable: 9]
+)
+kafka-4.internal:9092 (id: 4 rack: eu-west-1c) -> ERROR: org.apache.kafka.common.errors.DisconnectException
+"""
+
+API_VERSIONS_KAFKA4 = """\
+localhost:9092 (id: 1 rack: null isFenced: false) -> (
+\tProduce(0): 0 to 13 [usable: 13],
+\tStreamsGroupHeartbeat(88): UNSUPPORTED
+)
+localhost:19092 (id: 2 rack: null isFenced: true) -> (
+\tProduce(0): 0 to 13 [usable: 13]
+)
+"""
+
+LOG_DIRS = (
+    "Querying brokers for log directories information\n"
+    "Received log directory information from brokers 1,2,3\n"
+    + json.dumps(
+        {
+            "brokers": [
+                {
+                    "broker": 1,
+                    "logDirs": [
+                        {
+                            "partitions": [
+                                {"partition": "orders.eu-west-0", "size": 1000, "offsetLag": 0, "isFuture": False},
+                                {"partition": "orders.eu-west-2", "size": 300, "offsetLag": 0, "isFuture": True},
+                            ],
+                            "error": None,
+                            "logDir": "/var/lib/kafka/data-1",
+                        },
+                        {
+                            "partitions": [],
+                            "error": "org.apache.kafka.common.errors.KafkaStorageException",
+                            "logDir": "/var/lib/kafka/data-2",
+                        },
+                    ],
+                },
+                {
+                    "broker": 2,
+                    "logDirs": [
+                        {
+                            "logDir": "/data",
+                            "error": None,
+                            "partitions": [
+                                {"partition": "orders.eu-west-0", "size": 990, "offsetLag": 10, "isFuture": False}
+                            ],
+                        }
+                    ],
+                },
+            ],
+            "version": 1,
+        },
+        separators=(",", ":"),
+    )
+    + "\n"
+)
+
+
+def error_of(parse, text: str) -> str:
+    with pytest.raises(ImportFileError) as raised:
+        parse(text, "in.txt")
+    return str(raised.value)
+
+
+def test_describe_kafka4_with_elr_offline_and_reassigning_partitions():
+    parsed = parse_topics(DESCRIBE_KAFKA4, "topics.txt")
+    rows = parsed.partitions.astype(object).where(parsed.partitions.notna(), None).values.tolist()
+    assert rows == [
+        ["orders.eu-west", 0, [1, 2, 3], 1, None],
+        ["orders.eu-west", 1, [2, 3, 1], None, None],
+        ["orders.eu-west", 2, [3, 1, 2, 4], 3, None],
+        ["__consumer_offsets", 0, [2, 1, 3], 2, None],
+    ]
+    assert parsed.form == "kafka-topics --describe"
+    assert parsed.offline == ["orders.eu-west:1"] and parsed.reassigning == ["orders.eu-west:2"]
+
+
+def test_describe_copied_with_spaces_instead_of_tabs():
+    parsed = parse_topics(DESCRIBE_KAFKA3_SPACES, "topics.txt")
+    assert parsed.partitions[["topic", "partition", "replicas"]].values.tolist() == [
+        ["payments-v2", 0, [5, 6]],
+        ["payments-v2", 1, [6, 5]],
+    ]
+    assert parsed.partitions["leader"].tolist() == [5, 6]
+
+
+def test_describe_keeps_working_when_kafka_adds_a_column():
+    line = "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tSomethingNew: x,y\n"
+    assert parse_topics(line, "f").partitions["replicas"].tolist() == [[1, 2]]
+
+
+def test_reassignment_json_and_the_whole_generate_output():
+    plain = '{"version":1,"partitions":[{"topic":"a.b-c","partition":3,"replicas":[4,1,2]}]}'
+    parsed = parse_topics(plain, "f")
+    assert parsed.partitions[["topic", "partition", "replicas", "leader"]].values.tolist() == [
+        ["a.b-c", 3, [4, 1, 2], 4]
+    ]
+    generated = parse_topics(GENERATE_OUTPUT, "f")  # the current assignment, not the proposal
+    assert generated.partitions["replicas"].tolist() == [[1, 2], [2, 3]]
+    assert generated.partitions["log_dirs"].tolist() == [["/data/a", None], [None, None]]
+    assert generated.form == "reassignment JSON"
+
+
+def test_api_versions_kafka3_racks_and_a_broker_that_did_not_answer():
+    parsed = parse_brokers(API_VERSIONS_KAFKA3, "brokers.txt")
+    assert parsed.brokers[["broker_id", "rack", "state"]].values.tolist() == [
+        [1, "eu-west-1a", "active"],
+        [2, "eu-west-1b", "active"],
+        [4, "eu-west-1c", "dead"],
+    ]
+    assert parsed.notes == [
+        "broker 4 did not answer (ERROR: org.apache.kafka.common.errors.DisconnectException): imported as dead"
+    ]
+    assert parsed.brokers[["cores", "weight", "disk_capacity_bytes", "max_partitions"]].isna().all().all()
+
+
+def test_api_versions_kafka4_rack_null_and_fenced():
+    parsed = parse_brokers(API_VERSIONS_KAFKA4, "brokers.txt")
+    assert parsed.brokers["rack"].tolist() == [None, None]
+    assert parsed.brokers["state"].tolist() == ["active", "dead"]
+    assert parsed.form == "kafka-broker-api-versions"
+
+
+def test_brokers_csv_with_optional_columns():
+    text = "broker_id,rack,state,cores,disk_capacity_bytes\n1,az1,,8,\n2,null,draining,,5000000000\n"
+    parsed = parse_brokers(text, "brokers.csv")
+    frame = parsed.brokers
+    assert frame["broker_id"].tolist() == [1, 2] and frame["rack"].tolist() == ["az1", None]
+    assert frame["state"].tolist() == ["active", "draining"]
+    assert frame["cores"].tolist()[0] == 8 and frame["cores"].isna().tolist() == [False, True]
+    assert frame["disk_capacity_bytes"].isna().tolist() == [True, False]
+    assert int(frame["disk_capacity_bytes"].iloc[1]) == 5_000_000_000
+
+
+def test_log_dirs_sizes_dirs_future_copies_and_failed_dirs():
+    parsed = parse_log_dirs(LOG_DIRS, "log-dirs.json")
+    assert parsed.replicas.values.tolist() == [
+        [1, "orders.eu-west", 0, "/var/lib/kafka/data-1", 1000],
+        [2, "orders.eu-west", 0, "/data", 990],
+    ]
+    assert parsed.notes == [
+        "broker 1 log dir /var/lib/kafka/data-2 reported org.apache.kafka.common.errors.KafkaStorageException"
+    ]
+
+
+def test_log_dirs_pretty_printed_json():
+    pretty = "Querying brokers for log directories information\n" + json.dumps(
+        {
+            "version": 1,
+            "brokers": [
+                {
+                    "broker": 7,
+                    "logDirs": [
+                        {
+                            "logDir": "/d",
+                            "error": None,
+                            "partitions": [{"partition": "a-b-c-12", "size": 5, "offsetLag": 0, "isFuture": False}],
+                        }
+                    ],
+                }
+            ],
+        },
+        indent=4,
+    )
+    assert parse_log_dirs(pretty, "f").replicas.values.tolist() == [[7, "a-b-c", 12, "/d", 5]]
+
+
+def test_throughput_csv():
+    text = "topic,partition,bytes_in_per_sec,bytes_out_per_sec\nclicks.v1,0,1024.5,2049\nclicks.v1,1,0,0\n"
+    frame = parse_throughput(text, "rates.csv")
+    assert frame.values.tolist()[0][:4] == ["clicks.v1", 0, 1024.5, 2049.0]
+    assert frame["messages_in_per_sec"].isna().all()
+
+
+BAD_TOPICS = {
+    "truncated describe (header count)": (
+        DESCRIBE_KAFKA4.rsplit("\tTopic: orders.eu-west\tPartition: 2", 1)[0],
+        "in.txt: line 1: topic orders.eu-west: its header says PartitionCount: 3, but 2 partition lines",
+    ),
+    "truncated describe (cut mid-line)": (
+        "\tTopic: t\tPartition: 0\tLeader: 1\tRepl",
+        "in.txt: line 1: no 'Replicas:' cell",
+    ),
+    "unknown format": ("hello world\n", "in.txt: line 1: unknown format: expected kafka-topics.sh --describe"),
+    "empty": ("\n", "in.txt: empty file"),
+    "partition twice": (
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\n" * 2,
+        "in.txt: line 2: partition t:0 listed twice (also line 1)",
+    ),
+    "replicas do not parse": (
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,,2\tIsr: 1\n",
+        "in.txt: line 1: Replicas: expected broker ids like 1,2,3, found '1,,2'",
+    ),
+    "non-integer broker id": (
+        "\tTopic: t\tPartition: 0\tLeader: one\tReplicas: 1,2\tIsr: 1\n",
+        "in.txt: line 1: Leader: expected a whole number, found 'one'",
+    ),
+    "leader outside replicas": (
+        "\tTopic: t\tPartition: 0\tLeader: 9\tReplicas: 1,2\tIsr: 1\n",
+        "in.txt: line 1: Leader: 9 is not among Replicas: 1,2",
+    ),
+    "stray line": (
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\nWARNING: something\n",
+        "in.txt: line 2: expected a topic line",
+    ),
+    "truncated JSON": (
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,',
+        "in.txt: line 1 column 69: JSON does not parse",
+    ),
+    "JSON broker id not an integer": (
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,"2"]}]}',
+        "in.txt: JSON $.partitions[0].replicas[1]: expected a broker id (a whole number >= 0), found '2'",
+    ),
+    "JSON partition twice": (
+        '{"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}',
+        "in.txt: JSON $.partitions[1]: partition t:0 listed twice (also $.partitions[0])",
+    ),
+    "JSON without partitions": ('{"version":1}', "in.txt: JSON $: expected"),
+    "generate output cut before the JSON": ("Current partition replica assignment\n", "in.txt: line 1: no JSON after"),
+}
+
+
+@pytest.mark.parametrize("text, expected", BAD_TOPICS.values(), ids=BAD_TOPICS.keys())
+def test_bad_topics_files(text, expected):
+    assert error_of(parse_topics, text).startswith(expected)
+
+
+BAD_BROKERS = {
+    "truncated api-versions": (
+        API_VERSIONS_KAFKA3.split("\tFetch(1)", maxsplit=1)[0],
+        "in.txt: line 1: this broker's API list never closes with ')' (truncated file?)",
+    ),
+    "non-integer id": (
+        "host:9092 (id: b1 rack: null) -> (\n)\n",
+        "in.txt: line 1: id: expected a whole number, found 'b1'",
+    ),
+    "broker twice": (
+        "h:1 (id: 1 rack: null) -> (\n)\nh:2 (id: 1 rack: null) -> (\n)\n",
+        "in.txt: line 3: broker 1 listed twice (also line 1)",
+    ),
+    "unknown format": ("id,rack\n1,a\n", "in.txt: line 1: unknown format"),
+    "csv bad state": ("broker_id,rack,state\n1,a,gone\n", "in.txt: line 2: state: expected one of active"),
+    "csv unknown column": ("broker_id,rack,rackk\n1,a,b\n", "in.txt: line 1: the header has unknown columns rackk"),
+    "csv short row": ("broker_id,rack\n1,a\n2\n", "in.txt: line 3: expected 2 cells"),
+    "csv non-integer id": ("broker_id,rack\nx,a\n", "in.txt: line 2: broker_id: expected a whole number, found 'x'"),
+    "csv negative cores": ("broker_id,rack,cores\n1,a,-8\n", "in.txt: line 2: cores: expected a finite number >= 0"),
+}
+
+
+@pytest.mark.parametrize("text, expected", BAD_BROKERS.values(), ids=BAD_BROKERS.keys())
+def test_bad_brokers_files(text, expected):
+    assert error_of(parse_brokers, text).startswith(expected)
+
+
+BAD_LOG_DIRS = {
+    "no JSON": ("Querying brokers for log directories information\n", "in.txt: no JSON found"),
+    "truncated": (LOG_DIRS[:200], "in.txt: line 3 column"),
+    "bad partition name": (
+        '{"brokers":[{"broker":1,"logDirs":[{"logDir":"/d","partitions":[{"partition":"nodash","size":1}]}]}]}',
+        "in.txt: JSON $.brokers[0].logDirs[0].partitions[0].partition: expected '<topic>-<partition>', found 'nodash'",
+    ),
+    "size not a number": (
+        '{"brokers":[{"broker":1,"logDirs":[{"logDir":"/d","partitions":[{"partition":"t-0","size":"1"}]}]}]}',
+        "in.txt: JSON $.brokers[0].logDirs[0].partitions[0].size: expected a size in bytes",
+    ),
+    "broker id not an integer": (
+        '{"brokers":[{"broker":"1","logDirs":[]}]}',
+        "in.txt: JSON $.brokers[0].broker: expected a broker id",
+    ),
+}
+
+
+@pytest.mark.parametrize("text, expected", BAD_LOG_DIRS.values(), ids=BAD_LOG_DIRS.keys())
+def test_bad_log_dirs_files(text, expected):
+    assert error_of(parse_log_dirs, text).startswith(expected)
+
+
+BAD_THROUGHPUT = {
+    "missing column": ("topic,partition,bytes_in_per_sec\n", "in.txt: line 1: the header lacks bytes_out_per_sec"),
+    "negative": ("topic,partition,bytes_in_per_sec,bytes_out_per_sec\nt,0,-1,0\n", "in.txt: line 2: bytes_in_per_sec"),
+    "nan": ("topic,partition,bytes_in_per_sec,bytes_out_per_sec\nt,0,nan,0\n", "in.txt: line 2: bytes_in_per_sec"),
+    "twice": (
+        "topic,partition,bytes_in_per_sec,bytes_out_per_sec\nt,0,1,1\nt,0,2,2\n",
+        "in.txt: line 3: partition t:0 listed twice (also line 2)",
+    ),
+}
+
+
+@pytest.mark.parametrize("text, expected", BAD_THROUGHPUT.values(), ids=BAD_THROUGHPUT.keys())
+def test_bad_throughput_files(text, expected):
+    assert error_of(parse_throughput, text).startswith(expected)
