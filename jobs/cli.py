@@ -39,14 +39,15 @@ def _export(argv: list[str]) -> int:
     if opened is None:
         return USAGE_ERROR
     warehouse, config = opened
-    from jobs.execution import DRIFTED, DriftError, export_dir, judge, wave_payload, write_json
+    from jobs.execution import DRIFTED, DriftError, baseline_log_dirs, export_dir, judge, wave_payload, write_json
     from jobs.warehouse import TableUnreadableError
 
     try:
         judged = judge(warehouse, args.cluster, args.plan_version)
         if args.out_dir:
             throttle = args.throttle_bytes or config.execution.throttle_bytes_per_sec
-            written = export_dir(judged, args.out_dir, throttle, args.max_hours, args.warehouse, args.allow_drift)
+            dirs = baseline_log_dirs(warehouse, judged.run)
+            written = export_dir(judged, args.out_dir, throttle, args.max_hours, args.warehouse, args.allow_drift, dirs)
             print("\n".join(written))
             return 0
         if len(judged.of(DRIFTED)) and not args.allow_drift:

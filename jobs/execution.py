@@ -99,15 +99,35 @@ def _same(found: list[int], expected: list[int]) -> bool:
     return len(found) == len(expected) and set(found) == set(expected) and found[0] == expected[0]
 
 
-def reassignment(moves: pd.DataFrame, column: str = "to_replicas") -> dict[str, Any]:
-    """Kafka's reassignment JSON of these moves: ``column``'s replica lists, leader first, by topic and partition."""
+LogDirs = dict[tuple[str, int, int], str]  # (topic, partition, broker) -> log dir
+
+
+def reassignment(moves: pd.DataFrame, column: str = "to_replicas", log_dirs: LogDirs | None = None) -> dict[str, Any]:
+    """Kafka's reassignment JSON of these moves: ``column``'s replica lists, leader first, by topic and partition;
+    with ``log_dirs``, a partition with a known dir names it per replica (``"any"`` where unknown)."""
     rows = moves.sort_values(["topic", "partition"], kind="stable")
+    entries = []
+    for t, p, r in zip(rows["topic"], rows["partition"], rows[column]):
+        entry: dict[str, Any] = {"topic": t, "partition": int(p), "replicas": [int(b) for b in r]}
+        dirs = [(log_dirs or {}).get((t, int(p), int(b)), "any") for b in r]
+        if any(d != "any" for d in dirs):
+            entry["log_dirs"] = dirs
+        entries.append(entry)
+    return {"version": 1, "partitions": entries}
+
+
+def baseline_log_dirs(warehouse: Warehouse, run: pd.Series) -> LogDirs:
+    """Each replica's log dir in the snapshot the plan started from (``partitions.log_dirs``, written by import):
+    the rollback puts data back on the disk it came from. Empty when the snapshot does not know them."""
+    rows = warehouse.snapshot("partitions", run["cluster_id"], run["snapshot_ts"])
+    if "log_dirs" not in rows:
+        return {}
     return {
-        "version": 1,
-        "partitions": [
-            {"topic": t, "partition": int(p), "replicas": [int(b) for b in r]}
-            for t, p, r in zip(rows["topic"], rows["partition"], rows[column])
-        ],
+        (t, int(p), int(b)): d
+        for t, p, replicas, dirs in zip(rows["topic"], rows["partition"], rows["replicas"], rows["log_dirs"])
+        if dirs is not None
+        for b, d in zip(replicas, dirs)
+        if d is not None
     }
 
 
@@ -178,9 +198,11 @@ def export_dir(
     max_hours: float | None,
     warehouse: str,
     allow_drift: bool = False,
+    log_dirs: LogDirs | None = None,
 ) -> list[str]:
     """Write ``wave-NNN.json`` per wave with something left, ``rollback.json`` and ``runbook.md`` into
     ``out_dir``; nothing at all when a partition drifted (unless ``allow_drift``, which leaves it out).
+    ``log_dirs`` (:func:`baseline_log_dirs`): the rollback names the log dir each replica came from.
 
     The files are written beside the folder first and moved in together, replacing an earlier export's.
     """
@@ -190,7 +212,9 @@ def export_dir(
     files: dict[str, str] = {}
     for wave, rows in judged.of(PENDING, MOVING).groupby("wave", sort=True):  # waves with something left
         files[wave_file(int(wave))] = _json(reassignment(rows))
-    files["rollback.json"] = _json(reassignment(judged.moves[judged.moves["state"] != DRIFTED], "from_replicas"))
+    files["rollback.json"] = _json(
+        reassignment(judged.moves[judged.moves["state"] != DRIFTED], "from_replicas", log_dirs)
+    )
     files["runbook.md"] = runbook(judged, figures, throttle, max_hours, warehouse)
     return _replace_files(Path(out_dir), files)
 

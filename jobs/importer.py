@@ -175,7 +175,7 @@ def complete_brokers(parsed: BrokersFile, partitions: pd.DataFrame, file: str) -
     brokers = brokers.astype({"broker_id": "int64"}).sort_values("broker_id", kind="stable").reset_index(drop=True)
     live = brokers[brokers["state"] != "dead"]
     lines = [f"brokers: {len(live):,} live of {len(brokers):,} ({parsed.form})", *parsed.notes]
-    lines += _named(f"hold replicas but are not in {file}: imported as dead", [str(b) for b in absent])
+    lines += _named(f"named in replica lists but not in {file}: imported as dead", [str(b) for b in absent])
     racked = live["rack"].notna()
     if racked.any() and not racked.all():
         missing = ", ".join(str(b) for b in live.loc[~racked, "broker_id"])
