@@ -94,6 +94,7 @@ def read_snapshot(sources: Sources, fan_out: float) -> Snapshot:
         digest.update(hashlib.sha256(texts[path].encode()).digest())
     lines = [
         f"topics: {partitions['topic'].nunique():,} topics, {len(partitions):,} partitions ({topics.form})",
+        *topics.notes,
         *partition_lines,
         *_named("offline (Leader: none)", topics.offline),
         *_named("in the middle of a reassignment (imported with all replicas Kafka lists)", topics.reassigning),

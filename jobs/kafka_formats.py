@@ -56,6 +56,7 @@ class TopicsFile:
     form: str
     offline: list[str] = field(default_factory=list)
     reassigning: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,15 @@ def _describe(text: str, file: str) -> TopicsFile:
     frame = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader"])
     frame["leader"] = frame["leader"].astype("Int64")
     frame["log_dirs"] = None
-    return TopicsFile(frame, "kafka-topics --describe", offline, reassigning)
+    notes = (
+        []
+        if headers
+        else [
+            "no topic header lines: if describe ran with a filter (--under-replicated-partitions, "
+            "--unavailable-partitions, ...), the snapshot holds only the partitions it printed"
+        ]
+    )
+    return TopicsFile(frame, "kafka-topics --describe", offline, reassigning, notes)
 
 
 def _check_counts(headers: dict[str, tuple[int, int]], seen: dict[tuple[str, int], int], file: str) -> None:
