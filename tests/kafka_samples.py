@@ -29,7 +29,7 @@ def describe(partitions: pd.DataFrame, brokers: pd.DataFrame) -> str:
         for partition, replicas, leader in zip(rows["partition"], rows["replicas"], rows["leader"]):
             isr = [b for b in replicas if b in live]
             lines.append(
-                f"\tTopic: {topic}\tPartition: {partition}\tLeader: {leader}\tReplicas: {_ids(replicas)}\t"
+                f"\tTopic: {topic}\tPartition: {partition}\tLeader: {_leader(leader)}\tReplicas: {_ids(replicas)}\t"
                 f"Isr: {_ids(isr)}\tElr: \tLastKnownElr: "
             )
     return "\n".join(lines) + "\n"
@@ -108,6 +108,10 @@ def throughput_csv(rates: pd.DataFrame) -> str:
 
 def _shuffled(rng: np.random.Generator, items: list[dict[str, object]]) -> list[dict[str, object]]:
     return [items[i] for i in rng.permutation(len(items))]
+
+
+def _leader(leader: object) -> str:
+    return "none" if pd.isna(leader) else str(int(leader))  # type: ignore[call-overload]
 
 
 def _ids(brokers: list[int]) -> str:

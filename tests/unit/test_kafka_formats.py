@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from jobs.kafka_formats import ImportFileError, parse_brokers, parse_log_dirs, parse_throughput, parse_topics
+from tests import kafka_samples
 
 # kafka-topics.sh --describe, Kafka 4.1 (Elr columns), a topic with dashes and dots, an offline partition
 # (Leader: none) and one in the middle of a reassignment (Adding / Removing Replicas, Replicas is the union).
@@ -340,3 +344,55 @@ BAD_THROUGHPUT = {
 @pytest.mark.parametrize("text, expected", BAD_THROUGHPUT.values(), ids=BAD_THROUGHPUT.keys())
 def test_bad_throughput_files(text, expected):
     assert error_of(parse_throughput, text).startswith(expected)
+
+
+TOPIC_NAMES = st.from_regex(r"[A-Za-z0-9._-]{1,30}", fullmatch=True)
+
+
+@st.composite
+def clusters(draw):
+    """A cluster's partitions (topic names with dots, dashes and trailing digits; some offline) and brokers."""
+    brokers = draw(st.lists(st.integers(0, 2_000), min_size=1, max_size=8, unique=True))
+    rows = []
+    for topic in draw(st.lists(TOPIC_NAMES, min_size=1, max_size=5, unique=True)):
+        for partition in range(draw(st.integers(1, 4))):
+            replicas = draw(st.permutations(brokers))[: draw(st.integers(1, len(brokers)))]
+            leader = draw(st.one_of(st.none(), st.sampled_from(replicas)))
+            rows.append((topic, partition, replicas, leader, draw(st.integers(0, 2**50))))
+    partitions = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader", "size_bytes"])
+    frame = pd.DataFrame({"broker_id": brokers, "rack": None, "state": "active"})
+    return partitions, frame
+
+
+@given(clusters())
+@example(
+    (
+        pd.DataFrame(
+            {
+                "topic": ["a-1", "a"],
+                "partition": [2, 12],
+                "replicas": [[1, 2], [2]],
+                "leader": [None, 2],
+                "size_bytes": [7, 9],
+            }
+        ),
+        pd.DataFrame({"broker_id": [1, 2], "rack": None, "state": "active"}),
+    )
+).via("a-1-2 and a-12: the partition number is what follows the last dash")
+def test_what_kafka_prints_parses_back_to_the_cluster(cluster):
+    partitions, brokers = cluster
+    parsed = parse_topics(kafka_samples.describe(partitions, brokers), "topics").partitions
+    want = partitions.sort_values(["topic", "partition"], ignore_index=True)
+    assert parsed[["topic", "partition"]].values.tolist() == want[["topic", "partition"]].values.tolist()
+    assert parsed["replicas"].tolist() == want["replicas"].tolist()
+    assert [None if pd.isna(x) else int(x) for x in parsed["leader"]] == [
+        None if pd.isna(x) else int(x) for x in want["leader"]
+    ]
+    on_disk = parse_log_dirs(kafka_samples.log_dirs(partitions, brokers), "log-dirs").replicas
+    assert len(on_disk) == sum(map(len, partitions["replicas"]))
+    sizes = on_disk.groupby(["topic", "partition"])["size_bytes"].max()
+    lag = kafka_samples.FOLLOWER_LAG_BYTES  # every replica lags when there is no leader to be level with
+    assert sizes.to_dict() == {
+        (t, p): s if pd.notna(leader) else max(0, s - lag)
+        for t, p, s, leader in zip(*(partitions[c] for c in ("topic", "partition", "size_bytes", "leader")))
+    }
