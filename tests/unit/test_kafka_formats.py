@@ -275,11 +275,6 @@ BAD_TOPICS = {
 }
 
 
-@pytest.mark.parametrize("text, expected", BAD_TOPICS.values(), ids=BAD_TOPICS.keys())
-def test_bad_topics_files(text, expected):
-    assert error_of(parse_topics, text).startswith(expected)
-
-
 BAD_BROKERS = {
     "truncated api-versions": (
         API_VERSIONS_KAFKA3.split("\tFetch(1)", maxsplit=1)[0],
@@ -302,11 +297,6 @@ BAD_BROKERS = {
 }
 
 
-@pytest.mark.parametrize("text, expected", BAD_BROKERS.values(), ids=BAD_BROKERS.keys())
-def test_bad_brokers_files(text, expected):
-    assert error_of(parse_brokers, text).startswith(expected)
-
-
 BAD_LOG_DIRS = {
     "no JSON": ("Querying brokers for log directories information\n", "in.txt: no JSON found"),
     "truncated": (LOG_DIRS[:200], "in.txt: line 3 column"),
@@ -325,11 +315,6 @@ BAD_LOG_DIRS = {
 }
 
 
-@pytest.mark.parametrize("text, expected", BAD_LOG_DIRS.values(), ids=BAD_LOG_DIRS.keys())
-def test_bad_log_dirs_files(text, expected):
-    assert error_of(parse_log_dirs, text).startswith(expected)
-
-
 BAD_THROUGHPUT = {
     "missing column": ("topic,partition,bytes_in_per_sec\n", "in.txt: line 1: the header lacks bytes_out_per_sec"),
     "negative": ("topic,partition,bytes_in_per_sec,bytes_out_per_sec\nt,0,-1,0\n", "in.txt: line 2: bytes_in_per_sec"),
@@ -341,9 +326,25 @@ BAD_THROUGHPUT = {
 }
 
 
-@pytest.mark.parametrize("text, expected", BAD_THROUGHPUT.values(), ids=BAD_THROUGHPUT.keys())
-def test_bad_throughput_files(text, expected):
-    assert error_of(parse_throughput, text).startswith(expected)
+BAD_FILES = [
+    (parse, name, text, expected)
+    for parse, cases in (
+        (parse_topics, BAD_TOPICS),
+        (parse_brokers, BAD_BROKERS),
+        (parse_log_dirs, BAD_LOG_DIRS),
+        (parse_throughput, BAD_THROUGHPUT),
+    )
+    for name, (text, expected) in cases.items()
+]
+
+
+@pytest.mark.parametrize(
+    "parse, text, expected",
+    [(p, t, e) for p, _, t, e in BAD_FILES],
+    ids=[f"{p.__name__}: {n}" for p, n, _, _ in BAD_FILES],
+)
+def test_a_bad_file_fails_naming_the_file_the_place_and_what_was_expected(parse, text, expected):
+    assert error_of(parse, text).startswith(expected)
 
 
 TOPIC_NAMES = st.from_regex(r"[A-Za-z0-9._-]{1,30}", fullmatch=True)
