@@ -499,15 +499,20 @@ def _csv_number(raw: str, kind: type, file: str, where: str, name: str) -> Any:
     return value
 
 
+def _digits(text: str) -> bool:
+    """Only ASCII digits (str.isdigit alone takes '²' and other Unicode digits)."""
+    return text.isdigit() and text.isascii()
+
+
 def _whole(text: str, file: str, where: str, name: str) -> int:
-    if not re.fullmatch(r"\d+", text.strip()):
+    if not _digits(text.strip()):
         raise ImportFileError(file, where, f"{name}: expected a whole number, found {text.strip()!r}")
     return int(text)
 
 
 def _broker_list(text: str, file: str, where: str, name: str) -> list[int]:
     parts = text.split(",")
-    if not text.strip() or not all(re.fullmatch(r"\d+", p.strip()) for p in parts):
+    if not text.strip() or not all(_digits(p.strip()) for p in parts):
         raise ImportFileError(file, where, f"{name}: expected broker ids like 1,2,3, found {text.strip()!r}")
     brokers = [int(p) for p in parts]
     if len(set(brokers)) != len(brokers):
