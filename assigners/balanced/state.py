@@ -110,6 +110,8 @@ class GoalSearch:
             self.moved.update(self.moves_of(i, replicas[i]))
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self.actions = 0
+        # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
+        self.landing: frozenset[int] | None = None
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -252,6 +254,8 @@ class GoalSearch:
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
         """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?"""
         old, new = int(self.brokers[old_slot]), int(self.brokers[new_slot])
+        if self.landing is not None and new not in self.landing and new not in self.live[i]:
+            return False
         if not may_replace(reps, old, new, self.view) or not self.usage.room_for(i, new):
             return False
         after = [new if b == old else b for b in reps]

@@ -33,10 +33,12 @@ partition that stands in the way.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-from assigners.balance import settle
+from assigners.balance import balance_leaders, settle
 from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
@@ -50,7 +52,7 @@ from assigners.model import (
     assignment_frame,
     topic_codes,
 )
-from assigners.placement import keep_valid_each, topic_moves
+from assigners.placement import Usage, keep_valid_each, may_replace, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
@@ -79,7 +81,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     options = constraints
     replicas = keep_valid_each(preferred, rf, view)
     preferred_even, preferred_met = False, []
-    if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
+    legal_as_is = bool(view.eligible) and replicas == preferred
+    if legal_as_is:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
         preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
@@ -93,6 +96,9 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     settle(replicas, partitions, view, since=partitions["current"].tolist())
     notes, met = _reach_goals(replicas, partitions, view, resources, options)
     notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
+    onto_new = _onto_new_brokers(partitions, view, resources, options, met) if legal_as_is else None
+    if onto_new is not None:
+        replicas, (notes, met) = onto_new
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -102,6 +108,91 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame
+
+
+def _onto_new_brokers(
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    met: list[bool],
+) -> tuple[list[list[int]], tuple[list[str], list[bool]]] | None:
+    """With brokers that hold nothing yet, the plan whose replicas land only on them (or go back home),
+    when it meets every goal the unrestricted search met (None otherwise, without new brokers, or when the
+    live layout is not the one to keep: a plan in force that differs from it).
+
+    Cruise Control's ``add_broker`` moves replicas only onto the added brokers: an operator scaling out
+    expects the old brokers to give, not to trade among themselves. The count balancing already sends
+    replicas from old brokers to new ones; the load goals then pick among leadership transfers, moves
+    onto new brokers, and exchanges that send a replica home instead of trading two between old brokers.
+    """
+    live = partitions["current"].tolist()
+    holding = {b for replicas in live for b in replicas}
+    new = frozenset(b for b in view.eligible if b not in holding)
+    if not new or live != partitions["preferred"].tolist():
+        return None
+    usage = Usage(live, partitions["size_bytes"].to_numpy(), view)
+    if any(usage.over_capacity(b) for b in view.eligible):
+        return None  # replicas must leave a broker over its cap, wherever they can go
+    replicas = _donate(live, view, new, resources, usage)
+    if replicas is None:
+        return None
+    balance_leaders(replicas, view)
+    notes, met_onto = _reach_goals(replicas, partitions, view, resources, options, landing=new)
+    if met_onto < met:  # lists of bools compare in priority order
+        return None
+    return replicas, (notes, met_onto)
+
+
+def _donate(
+    live: list[list[int]], view: ClusterView, new: frozenset[int], resources: list[Resource], usage: Usage
+) -> list[list[int]] | None:
+    """Replica counts evened by moves from old brokers onto new ones only, choosing which replicas each
+    old broker gives so that its load lands near the mean: of its replicas sorted by amount, the run of as
+    many as it must give whose sum is closest to its excess. Largest first, each onto the least loaded new
+    broker the rack rule allows. None when a count cannot reach its band that way.
+
+    The amount only picks donations (the goals are judged one by one afterwards): each replica's share of
+    every load resource's total, summed, over the first goal's capacities."""
+    replicas = [list(r) for r in live]
+    eligible = set(view.eligible)
+    capacity = dict(zip(view.eligible, resources[0].capacity.tolist()))
+    amount = sum(
+        (r.follower / r.follower.sum() for r in resources if r.follower.sum() > 0),
+        np.zeros(len(live)),
+    )
+    count = dict.fromkeys(view.eligible, 0)
+    load = dict.fromkeys(view.eligible, 0.0)
+    held: dict[int, list[int]] = {b: [] for b in view.eligible}
+    for i, reps in enumerate(replicas):
+        for b in reps:
+            if b in eligible:
+                count[b] += 1
+                load[b] += float(amount[i])
+                held[b].append(i)
+    weight = {b: view.weight_of[b] for b in view.eligible}
+    share = {b: sum(count.values()) * weight[b] / sum(weight.values()) for b in view.eligible}
+    take = {b: math.floor(share[b]) - count[b] for b in sorted(new)}
+    mean = sum(load.values()) / sum(capacity.values())
+    givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
+    for old in givers:
+        give = count[old] - math.ceil(share[old])
+        if give <= 0:
+            continue
+        mine = sorted(held[old], key=lambda i: (float(amount[i]), i))
+        sums = np.convolve([float(amount[i]) for i in mine], np.ones(give), mode="valid")
+        start = int(np.argmin(np.abs(sums - (load[old] - mean * capacity[old])))) if len(sums) else 0
+        for i in sorted(mine[start : start + give], key=lambda i: (-float(amount[i]), i)):
+            legal = [b for b in take if take[b] > 0 and may_replace(replicas[i], old, b, view) and usage.room_for(i, b)]
+            if not legal:
+                return None
+            to = min(legal, key=lambda b: (load[b] / capacity[b], b))
+            replicas[i][replicas[i].index(old)] = to
+            usage.remove(i, old)
+            usage.add(i, to)
+            take[to] -= 1
+            load[to] += float(amount[i])
+    return replicas
 
 
 def _restart_from_own_plan(
@@ -144,13 +235,16 @@ def _reach_goals(
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
+    landing: frozenset[int] | None = None,
 ) -> tuple[list[str], list[bool]]:
     """The load goals in turn, over again from a fresh search until a round changes nothing; in place.
 
-    Returns the notes of the goals left unmet and which goals are met.
+    ``landing``: the only brokers a replica may move onto, besides its live home. Returns the notes of the
+    goals left unmet and which goals are met.
     """
     for _ in range(FIXPOINT_ROUNDS):
         search = GoalSearch(replicas, partitions, view, resources, options)
+        search.landing = landing
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
         changed = search.actions + undo_needless_moves(search)
         met = search.goals_met()

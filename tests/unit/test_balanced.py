@@ -191,23 +191,46 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     assert statistics.mean(ratios) <= 1.12
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12, open: after the count moves fill new brokers, the load goals still swap a few replicas "
-    "between old brokers (the count balancing picks which replicas go without looking at load); on 53 seeded "
-    "clusters within every threshold, 22 plans move 1-5 partitions between old brokers",
-)
-def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
-    brokers, parts = scenario("skewed", 6, 50, seed=4)
+def landed_on_old_brokers(kind: str, seed: int) -> tuple[bool, list[str]]:
+    """Plan a 6-broker cluster, execute it, add 3 empty brokers (one per rack) and plan again: was the
+    first plan within every threshold, and which partitions does the second move onto an old broker?"""
+    brokers, parts = scenario(kind, 6, 50, seed=seed)
     first = plan(brokers, parts)
-    assert met_every_goal(first) and first.metrics.replica_spread_after <= 1
+    if not met_every_goal(first) or first.metrics.replica_spread_after > 1:
+        return False, []
     live = executed(parts, first.planned)[parts.columns]
     grown = brokers_frame([*brokers["broker_id"], 7, 8, 9], [*brokers["rack"], "r0", "r1", "r2"])
     again = plan(grown, live)
+    assert_valid(grown, live, again.planned, Constraints())
     before = {(t, p): set(r) for t, p, r in zip(live["topic"], live["partition"], live["replicas"])}
-    landed = {
-        b
+    return True, [
+        f"{t}:{p}"
         for t, p, r in zip(*(again.planned[c] for c in ("topic", "partition", "replicas")))
-        for b in set(r) - before[(t, p)]
-    }
-    assert landed <= {7, 8, 9}, sorted(landed)
+        if set(r) - before[(t, p)] - {7, 8, 9}
+    ]
+
+
+def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
+    """Issue 12's scale-out property (Cruise Control's add_broker): on 40 seeded clusters, planned, executed
+    and then given three empty brokers, the second plan moves replicas only onto the new brokers. Guards
+    what holds today: on at most 5 of the clusters whose first plan met every threshold does it still move
+    replicas between old brokers (it was 11 before the donation-choosing pass); prints which."""
+    checked, broken = 0, []
+    for seed in range(40):
+        kind = ("skewed", "drifted")[seed % 2]
+        within, landed = landed_on_old_brokers(kind, seed)
+        checked += within
+        if landed:
+            broken.append((kind, seed, len(landed)))
+    print(f"\nempty brokers added to {checked} balanced clusters: replicas moved between old brokers in {broken}")
+    assert checked >= 30 and len(broken) <= 5, broken
+    assert landed_on_old_brokers("skewed", 4) == (True, [])  # the example this test was an xfail for
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 12, open: here the moves onto the new brokers alone leave bytes_out at 1.06x its bound, so the "
+    "plan trades two replicas between old brokers to meet it",
+)
+def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
+    assert landed_on_old_brokers("drifted", 5) == (True, [])
