@@ -93,12 +93,15 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             f"loads within {options.balanced_load_ratio}x their bounds): nothing to change"
         )
         return frame
-    settle(replicas, partitions, view, since=partitions["current"].tolist())
-    notes, met = _reach_goals(replicas, partitions, view, resources, options)
-    notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
-    onto_new = _onto_new_brokers(partitions, view, resources, options, met) if legal_as_is else None
-    if onto_new is not None:
-        replicas, (notes, met) = onto_new
+    onto_new = _onto_new_brokers(partitions, view, resources, options) if legal_as_is else None
+    if onto_new is not None and all(onto_new[1][1]):
+        replicas, (notes, met) = onto_new  # a scale-out that needs nothing but moves onto the new brokers
+    else:
+        settle(replicas, partitions, view, since=partitions["current"].tolist())
+        notes, met = _reach_goals(replicas, partitions, view, resources, options)
+        notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
+        if onto_new is not None and onto_new[1][1] >= met:  # lists of bools compare in priority order
+            replicas, (notes, met) = onto_new
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -111,78 +114,92 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
 
 
 def _onto_new_brokers(
-    partitions: pd.DataFrame,
-    view: ClusterView,
-    resources: list[Resource],
-    options: Constraints,
-    met: list[bool],
+    partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
 ) -> tuple[list[list[int]], tuple[list[str], list[bool]]] | None:
     """With brokers that hold nothing yet, the plan whose replicas land only on them (or go back home),
-    when it meets every goal the unrestricted search met (None otherwise, without new brokers, or when the
-    live layout is not the one to keep: a plan in force that differs from it).
+    with its notes and goals met (None without new brokers, when the live layout is not the one to keep, or
+    when the rack rule or the caps keep the counts from evening out that way).
 
     Cruise Control's ``add_broker`` moves replicas only onto the added brokers: an operator scaling out
-    expects the old brokers to give, not to trade among themselves. The count balancing already sends
-    replicas from old brokers to new ones; the load goals then pick among leadership transfers, moves
-    onto new brokers, and exchanges that send a replica home instead of trading two between old brokers.
+    expects the old brokers to give, not to trade among themselves. Which replicas each old broker gives
+    is chosen by load (:func:`_donate`), first by every resource at once, then, while a goal stays unmet,
+    by that goal's resource alone; the load goals then take leadership transfers, moves onto new brokers
+    and exchanges that send a replica home. The best attempt is returned (goals in priority order).
     """
     live = partitions["current"].tolist()
     holding = {b for replicas in live for b in replicas}
     new = frozenset(b for b in view.eligible if b not in holding)
     if not new or live != partitions["preferred"].tolist():
         return None
-    usage = Usage(live, partitions["size_bytes"].to_numpy(), view)
-    if any(usage.over_capacity(b) for b in view.eligible):
+    sizes = partitions["size_bytes"].to_numpy()
+    if any(Usage(live, sizes, view).over_capacity(b) for b in view.eligible):
         return None  # replicas must leave a broker over its cap, wherever they can go
-    replicas = _donate(live, view, new, resources, usage)
-    if replicas is None:
-        return None
-    balance_leaders(replicas, view)
-    notes, met_onto = _reach_goals(replicas, partitions, view, resources, options, landing=new)
-    if met_onto < met:  # lists of bools compare in priority order
-        return None
-    return replicas, (notes, met_onto)
+    best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+    for goal, amounts in _donation_amounts(resources):
+        if best is not None and (all(best[1][1]) or (goal is not None and best[1][1][goal])):
+            continue  # a goal's resource alone is tried only while that goal is unmet
+        replicas = _donate(live, view, new, amounts, resources[0].capacity, Usage(live, sizes, view))
+        if replicas is None:
+            return None
+        balance_leaders(replicas, view)
+        reached = _reach_goals(replicas, partitions, view, resources, options, landing=new)
+        if best is None or reached[1] > best[1][1]:
+            best = replicas, reached
+    return best
+
+
+def _donation_amounts(resources: list[Resource]) -> list[tuple[int | None, tuple[np.ndarray, np.ndarray]]]:
+    """What a replica weighs, as leader and as follower, when choosing donations, in the order tried: every
+    resource's share of its total, summed (goal None); then each goal's resource alone."""
+    scaled = [
+        (k, (r.leader / total, r.follower / total))
+        for k, r in enumerate(resources)
+        if (total := float(r.leader.sum() + r.follower.sum())) > 0
+    ]
+    if not scaled:
+        return []
+    blended = (sum(a[0] for _, a in scaled), sum(a[1] for _, a in scaled))
+    return [(None, blended), *scaled]  # type: ignore[list-item]
 
 
 def _donate(
-    live: list[list[int]], view: ClusterView, new: frozenset[int], resources: list[Resource], usage: Usage
+    live: list[list[int]],
+    view: ClusterView,
+    new: frozenset[int],
+    amounts: tuple[np.ndarray, np.ndarray],
+    capacities: np.ndarray,
+    usage: Usage,
 ) -> list[list[int]] | None:
     """Replica counts evened by moves from old brokers onto new ones only, choosing which replicas each
     old broker gives so that its load lands near the mean: of its replicas sorted by amount, the run of as
     many as it must give whose sum is closest to its excess. Largest first, each onto the least loaded new
-    broker the rack rule allows. None when a count cannot reach its band that way.
+    broker the rack rule and the caps allow. None when a count cannot reach its band that way.
 
-    The amount only picks donations (the goals are judged one by one afterwards): each replica's share of
-    every load resource's total, summed, over the first goal's capacities."""
+    ``amounts`` (as leader, as follower) only pick donations; loads are per unit of ``capacities``."""
+    lead, follow = amounts
     replicas = [list(r) for r in live]
-    eligible = set(view.eligible)
-    capacity = dict(zip(view.eligible, resources[0].capacity.tolist()))
-    amount = sum(
-        (r.follower / r.follower.sum() for r in resources if r.follower.sum() > 0),
-        np.zeros(len(live)),
-    )
-    count = dict.fromkeys(view.eligible, 0)
-    load = dict.fromkeys(view.eligible, 0.0)
-    held: dict[int, list[int]] = {b: [] for b in view.eligible}
+    capacity = dict(zip(view.eligible, capacities.tolist()))
+    held: dict[int, list[tuple[float, int]]] = {b: [] for b in view.eligible}
     for i, reps in enumerate(replicas):
-        for b in reps:
-            if b in eligible:
-                count[b] += 1
-                load[b] += float(amount[i])
-                held[b].append(i)
+        for pos, b in enumerate(reps):
+            if b in held:
+                held[b].append((float(lead[i] if pos == 0 else follow[i]), i))
+    load = {b: sum(a for a, _ in mine) for b, mine in held.items()}
     weight = {b: view.weight_of[b] for b in view.eligible}
-    share = {b: sum(count.values()) * weight[b] / sum(weight.values()) for b in view.eligible}
-    take = {b: math.floor(share[b]) - count[b] for b in sorted(new)}
+    total = sum(len(mine) for mine in held.values())
+    share = {b: total * weight[b] / sum(weight.values()) for b in view.eligible}
+    take = {b: math.floor(share[b]) - len(held[b]) for b in sorted(new)}
     mean = sum(load.values()) / sum(capacity.values())
     givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
     for old in givers:
-        give = count[old] - math.ceil(share[old])
+        give = len(held[old]) - math.ceil(share[old])
         if give <= 0:
             continue
-        mine = sorted(held[old], key=lambda i: (float(amount[i]), i))
-        sums = np.convolve([float(amount[i]) for i in mine], np.ones(give), mode="valid")
-        start = int(np.argmin(np.abs(sums - (load[old] - mean * capacity[old])))) if len(sums) else 0
-        for i in sorted(mine[start : start + give], key=lambda i: (-float(amount[i]), i)):
+        mine = sorted(held[old])
+        prefix = np.concatenate([[0.0], np.cumsum([a for a, _ in mine])])
+        runs = prefix[give:] - prefix[:-give]  # the sum of every run of ``give`` consecutive replicas
+        start = int(np.argmin(np.abs(runs - (load[old] - mean * capacity[old]))))
+        for amount, i in sorted(mine[start : start + give], key=lambda m: (-m[0], m[1])):
             legal = [b for b in take if take[b] > 0 and may_replace(replicas[i], old, b, view) and usage.room_for(i, b)]
             if not legal:
                 return None
@@ -191,7 +208,7 @@ def _donate(
             usage.remove(i, old)
             usage.add(i, to)
             take[to] -= 1
-            load[to] += float(amount[i])
+            load[to] += amount
     return replicas
 
 

@@ -213,8 +213,8 @@ def landed_on_old_brokers(kind: str, seed: int) -> tuple[bool, list[str]]:
 def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
     """Issue 12's scale-out property (Cruise Control's add_broker): on 40 seeded clusters, planned, executed
     and then given three empty brokers, the second plan moves replicas only onto the new brokers. Guards
-    what holds today: on at most 5 of the clusters whose first plan met every threshold does it still move
-    replicas between old brokers (it was 11 before the donation-choosing pass); prints which."""
+    what holds today: on at most 3 of the clusters whose first plan met every threshold does it still move
+    replicas between old brokers (it was 11 before the donations were chosen by load); prints which."""
     checked, broken = 0, []
     for seed in range(40):
         kind = ("skewed", "drifted")[seed % 2]
@@ -223,14 +223,16 @@ def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
         if landed:
             broken.append((kind, seed, len(landed)))
     print(f"\nempty brokers added to {checked} balanced clusters: replicas moved between old brokers in {broken}")
-    assert checked >= 30 and len(broken) <= 5, broken
-    assert landed_on_old_brokers("skewed", 4) == (True, [])  # the example this test was an xfail for
+    assert checked >= 30 and len(broken) <= 3, broken
+    for kind, seed in (("skewed", 4), ("drifted", 5)):  # the examples earlier xfails pinned
+        assert landed_on_old_brokers(kind, seed) == (True, []), (kind, seed)
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 12, open: here the moves onto the new brokers alone leave bytes_out at 1.06x its bound, so the "
-    "plan trades two replicas between old brokers to meet it",
+    reason="issue 12, open: here the moves onto the new brokers alone leave bytes_out at 1.06x its bound (the "
+    "donations chosen by load miss it by a little, then no exchange through a new broker fixes it), so the plan "
+    "trades replicas between old brokers to meet it",
 )
 def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
-    assert landed_on_old_brokers("drifted", 5) == (True, [])
+    assert landed_on_old_brokers("skewed", 10) == (True, [])
