@@ -139,6 +139,17 @@ def test_describe_copied_with_spaces_instead_of_tabs():
     assert parsed.partitions["leader"].tolist() == [5, 6]
 
 
+def test_describe_kafka2_without_topic_ids_and_with_windows_line_ends():
+    text = (
+        "Topic:clicks\tPartitionCount:2\tReplicationFactor:2\tConfigs:\r\n"
+        "\tTopic: clicks\tPartition: 0\tLeader: -1\tReplicas: 1,2\tIsr: \r\n"
+        "\tTopic: clicks\tPartition: 1\tLeader: 2\tReplicas: 2,1\tIsr: 2,1\r\n"
+    )
+    parsed = parse_topics(text, "topics.txt")
+    assert parsed.partitions["replicas"].tolist() == [[1, 2], [2, 1]]
+    assert parsed.offline == ["clicks:0"] and parsed.notes == []  # the header was read: no filter warning
+
+
 def test_describe_keeps_working_when_kafka_adds_a_column():
     line = "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tSomethingNew: x,y\n"
     assert parse_topics(line, "f").partitions["replicas"].tolist() == [[1, 2]]
