@@ -33,12 +33,11 @@ partition that stands in the way.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from assigners.balance import balance_leaders, settle
+from assigners.balanced.donate import donate, donation_amounts
 from assigners.balanced.goals import balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
@@ -52,7 +51,7 @@ from assigners.model import (
     assignment_frame,
     topic_codes,
 )
-from assigners.placement import Usage, keep_valid_each, may_replace, topic_moves
+from assigners.placement import Usage, keep_valid_each, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
@@ -122,9 +121,10 @@ def _onto_new_brokers(
 
     Cruise Control's ``add_broker`` moves replicas only onto the added brokers: an operator scaling out
     expects the old brokers to give, not to trade among themselves. Which replicas each old broker gives
-    is chosen by load (:func:`_donate`), first by every resource at once, then, while a goal stays unmet,
-    by that goal's resource alone; the load goals then take leadership transfers, moves onto new brokers
-    and exchanges that send a replica home. The best attempt is returned (goals in priority order).
+    is chosen by load (:mod:`assigners.balanced.donate`), first by every resource at once, then, while a
+    goal stays unmet, by that goal's resource alone; the load goals then take leadership transfers, moves
+    onto new brokers and exchanges that send a replica home. The best attempt is returned (goals in
+    priority order).
     """
     live = partitions["current"].tolist()
     holding = {b for replicas in live for b in replicas}
@@ -135,10 +135,10 @@ def _onto_new_brokers(
     if any(Usage(live, sizes, view).over_capacity(b) for b in view.eligible):
         return None  # replicas must leave a broker over its cap, wherever they can go
     best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
-    for goal, amounts in _donation_amounts(resources):
+    for goal, amounts in donation_amounts(resources):
         if best is not None and (all(best[1][1]) or (goal is not None and best[1][1][goal])):
             continue  # a goal's resource alone is tried only while that goal is unmet
-        replicas = _donate(live, view, new, amounts, resources[0].capacity, Usage(live, sizes, view))
+        replicas = donate(live, view, new, amounts, resources[0].capacity, Usage(live, sizes, view))
         if replicas is None:
             return None
         balance_leaders(replicas, view)
@@ -146,70 +146,6 @@ def _onto_new_brokers(
         if best is None or reached[1] > best[1][1]:
             best = replicas, reached
     return best
-
-
-def _donation_amounts(resources: list[Resource]) -> list[tuple[int | None, tuple[np.ndarray, np.ndarray]]]:
-    """What a replica weighs, as leader and as follower, when choosing donations, in the order tried: every
-    resource's share of its total, summed (goal None); then each goal's resource alone."""
-    scaled = [
-        (k, (r.leader / total, r.follower / total))
-        for k, r in enumerate(resources)
-        if (total := float(r.leader.sum() + r.follower.sum())) > 0
-    ]
-    if not scaled:
-        return []
-    blended = (sum(a[0] for _, a in scaled), sum(a[1] for _, a in scaled))
-    return [(None, blended), *scaled]  # type: ignore[list-item]
-
-
-def _donate(
-    live: list[list[int]],
-    view: ClusterView,
-    new: frozenset[int],
-    amounts: tuple[np.ndarray, np.ndarray],
-    capacities: np.ndarray,
-    usage: Usage,
-) -> list[list[int]] | None:
-    """Replica counts evened by moves from old brokers onto new ones only, choosing which replicas each
-    old broker gives so that its load lands near the mean: of its replicas sorted by amount, the run of as
-    many as it must give whose sum is closest to its excess. Largest first, each onto the least loaded new
-    broker the rack rule and the caps allow. None when a count cannot reach its band that way.
-
-    ``amounts`` (as leader, as follower) only pick donations; loads are per unit of ``capacities``."""
-    lead, follow = amounts
-    replicas = [list(r) for r in live]
-    capacity = dict(zip(view.eligible, capacities.tolist()))
-    held: dict[int, list[tuple[float, int]]] = {b: [] for b in view.eligible}
-    for i, reps in enumerate(replicas):
-        for pos, b in enumerate(reps):
-            if b in held:
-                held[b].append((float(lead[i] if pos == 0 else follow[i]), i))
-    load = {b: sum(a for a, _ in mine) for b, mine in held.items()}
-    weight = {b: view.weight_of[b] for b in view.eligible}
-    total = sum(len(mine) for mine in held.values())
-    share = {b: total * weight[b] / sum(weight.values()) for b in view.eligible}
-    take = {b: math.floor(share[b]) - len(held[b]) for b in sorted(new)}
-    mean = sum(load.values()) / sum(capacity.values())
-    givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
-    for old in givers:
-        give = len(held[old]) - math.ceil(share[old])
-        if give <= 0:
-            continue
-        mine = sorted(held[old])
-        prefix = np.concatenate([[0.0], np.cumsum([a for a, _ in mine])])
-        runs = prefix[give:] - prefix[:-give]  # the sum of every run of ``give`` consecutive replicas
-        start = int(np.argmin(np.abs(runs - (load[old] - mean * capacity[old]))))
-        for amount, i in sorted(mine[start : start + give], key=lambda m: (-m[0], m[1])):
-            legal = [b for b in take if take[b] > 0 and may_replace(replicas[i], old, b, view) and usage.room_for(i, b)]
-            if not legal:
-                return None
-            to = min(legal, key=lambda b: (load[b] / capacity[b], b))
-            replicas[i][replicas[i].index(old)] = to
-            usage.remove(i, old)
-            usage.add(i, to)
-            take[to] -= 1
-            load[to] += amount
-    return replicas
 
 
 def _restart_from_own_plan(

@@ -11,6 +11,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
+from assigners.balanced.donate import donate
+from assigners.balanced.state import Resource
+from assigners.model import ClusterView, prepare_brokers
+from assigners.placement import Usage
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.oracle import fewest_moves
 from tests.unit.scenarios import scenario
@@ -189,6 +193,18 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     assert solved >= 50
     assert len(missed) <= 0.1 * solved
     assert statistics.mean(ratios) <= 1.12
+
+
+def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_new_ones():
+    # broker 1 carries a hot partition, broker 2 cold ones, broker 3 is new: each old broker gives one replica
+    brokers = prepare_brokers(brokers_frame([1, 2, 3], ["a", "a", "a"]), Constraints())
+    view = ClusterView.from_brokers(brokers, Constraints())
+    live = [[1], [1], [1], [1], [2], [2], [2], [2]]
+    load = np.array([10.0, 1, 1, 1, 1, 1, 1, 1])
+    sizes = np.zeros(len(live), dtype=np.int64)
+    resource = Resource("disk", load, load, np.ones(3))
+    given = donate(live, view, frozenset({3}), (load, load), resource.capacity, Usage(live, sizes, view))
+    assert given == [[3], [1], [1], [1], [3], [2], [2], [2]]  # the hot one, and one cold one from broker 2
 
 
 def landed_on_old_brokers(kind: str, seed: int) -> tuple[bool, list[str]]:
