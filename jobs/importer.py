@@ -276,7 +276,8 @@ def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_o
     """Write one snapshot (``ts`` None: now, or the time of this import's interrupted earlier run); the lines
     say what was written. Raises :class:`ImportCollisionError`, writing nothing, when other files already
     made a snapshot of the cluster at that time."""
-    ts = ts or _interrupted(store, snapshot) or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    planned_times = _times(store, "partitions", snapshot.cluster)  # the snapshots the planner sees
+    ts = ts or _interrupted(store, snapshot, planned_times) or dt.datetime.now(dt.UTC).replace(microsecond=0)
     txn = app_id(snapshot.cluster, ts, snapshot.digest)
     done = {name: store.already_recorded(name, {txn: 1}) for name in WRITE_ORDER}
     if all(done.values()):
@@ -291,7 +292,7 @@ def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_o
     lines = []
     throughput = snapshot.throughput
     if throughput is None:
-        throughput, line = _estimate(store, snapshot, ts, fan_out)
+        throughput, line = _estimate(store, snapshot, ts, fan_out, planned_times)
         lines.append(line)
     frames = {"throughput": throughput, "brokers": snapshot.brokers, "partitions": snapshot.partitions}
     metadata = {"writer": "partition-planner import", "digest": snapshot.digest}
@@ -309,12 +310,12 @@ def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_o
     return [f"snapshot {ts.isoformat()} of cluster {snapshot.cluster}", *lines]
 
 
-def _interrupted(store: Any, snapshot: Snapshot) -> dt.datetime | None:
+def _interrupted(store: Any, snapshot: Snapshot, planned_times: set[dt.datetime]) -> dt.datetime | None:
     """The time of an import of these same files that wrote brokers or throughput but not partitions."""
     candidates: set[dt.datetime] = set()
     for name in ("throughput", "brokers"):
         candidates |= _times(store, name, snapshot.cluster)
-    for ts in sorted(candidates - _times(store, "partitions", snapshot.cluster), reverse=True):
+    for ts in sorted(candidates - planned_times, reverse=True):
         txn = app_id(snapshot.cluster, ts, snapshot.digest)
         if any(store.txn_version(n, txn) for n in ("throughput", "brokers")):
             return ts
@@ -347,10 +348,12 @@ def _has_rows(store: Any, name: str, cluster: str, ts: dt.datetime) -> bool:
     return bool(rows.limit(1).count())
 
 
-def _estimate(store: Any, snapshot: Snapshot, ts: dt.datetime, fan_out: float) -> tuple[pd.DataFrame, str]:
+def _estimate(
+    store: Any, snapshot: Snapshot, ts: dt.datetime, fan_out: float, planned_times: set[dt.datetime]
+) -> tuple[pd.DataFrame, str]:
     """Throughput from size growth since the cluster's newest earlier snapshot, and the line that says so."""
     empty = pd.DataFrame(columns=THROUGHPUT.column_names[2:])
-    earlier = sorted(t for t in _times(store, "partitions", snapshot.cluster) if t < ts)
+    earlier = sorted(t for t in planned_times if t < ts)
     if not earlier:
         return empty, (
             f"throughput: none (no --throughput, and no earlier snapshot of cluster {snapshot.cluster} "

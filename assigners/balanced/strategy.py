@@ -79,11 +79,11 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     resources = _resources(partitions, brokers, view)
     options = constraints
     replicas = keep_valid_each(preferred, rf, view)
-    preferred_even, preferred_met = False, []
-    legal_as_is = bool(view.eligible) and replicas == preferred
-    if legal_as_is:  # every replica may stay: judge the layout as it is
+    preferred_even, preferred_met, empty = False, [], frozenset[int]()
+    if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
         preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
+        empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
@@ -92,7 +92,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             f"loads within {options.balanced_load_ratio}x their bounds): nothing to change"
         )
         return frame
-    onto_new = _onto_new_brokers(partitions, view, resources, options) if legal_as_is else None
+    onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty else None
     if onto_new is not None and all(onto_new[1][1]):
         replicas, (notes, met) = onto_new  # a scale-out that needs nothing but moves onto the new brokers
     else:
@@ -113,11 +113,15 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
 
 
 def _onto_new_brokers(
-    partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    new: frozenset[int],
 ) -> tuple[list[list[int]], tuple[list[str], list[bool]]] | None:
-    """With brokers that hold nothing yet, the plan whose replicas land only on them (or go back home),
-    with its notes and goals met (None without new brokers, when the live layout is not the one to keep, or
-    when the rack rule or the caps keep the counts from evening out that way).
+    """With ``new`` brokers that hold nothing yet in a legal layout, the plan whose replicas land only on
+    them (or go back home), with its notes and goals met (None when the live layout is not the one to keep,
+    or when the rack rule or the caps keep the counts from evening out that way).
 
     Cruise Control's ``add_broker`` moves replicas only onto the added brokers: an operator scaling out
     expects the old brokers to give, not to trade among themselves. Which replicas each old broker gives
@@ -127,9 +131,7 @@ def _onto_new_brokers(
     priority order).
     """
     live = partitions["current"].tolist()
-    holding = {b for replicas in live for b in replicas}
-    new = frozenset(b for b in view.eligible if b not in holding)
-    if not new or live != partitions["preferred"].tolist():
+    if live != partitions["preferred"].tolist():
         return None
     sizes = partitions["size_bytes"].to_numpy()
     if any(Usage(live, sizes, view).over_capacity(b) for b in view.eligible):
