@@ -174,6 +174,27 @@ def test_property_sticky_reaches_the_balance_rule(cluster):
     assert _single_legal_improving_move(brokers, parts, result.planned, Constraints()) is None
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="sticky, open (found by hypothesis on 2026-11-24, already so at the session's start): after the count "
+    "balancing, partition 6 [6, 1] could still move 1 -> 5 (broker 1 two or more above broker 5 per weight, rack "
+    "rule and topic rule allow it); sticky's load swaps, run after the count balancing, open such moves",
+)
+def test_sticky_reaches_the_balance_rule_with_a_heavy_weight_broker_and_a_draining_one():
+    brokers = brokers_frame(
+        [1, 2, 3, 4, 5, 6],
+        ["rack0", "rack0", "rack0", "rack1", "rack0", "rack1"],
+        ["active", "active", "draining", "active", "active", "active"],
+        [None, None, None, 1.0, None, None],
+    )
+    reps = [[3, 4], [1, 5], [6, 5], [6, 2], [5, 2], [3, 4], [1, 6], [4, 6], [2, 5], [1, 4], [1, 3], [3, 1]]
+    loads = [1.0, 16.0, 4.0, 1.0, 4.0, 1.0, 3.0, 6.0, 39.0, 1.0, 1.0, 1.0]
+    parts = partitions_frame(reps, ["topic0"] * 12, list(range(12)), loads)
+    result = plan("sticky", brokers, parts)
+    assert result.status == COMMITTED
+    assert _single_legal_improving_move(brokers, parts, result.planned, Constraints()) is None
+
+
 def test_sticky_leaves_no_improving_count_move_on_a_draining_fleet():
     # Was a strict xfail: sticky's load swaps, run after count balancing, opened a count move the balancer
     # never saw (topic1 [7, 9] could move 7 -> 1). Since the refill and the count balancing judge the topic
