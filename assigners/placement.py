@@ -101,12 +101,17 @@ def keep_valid(
     return kept
 
 
-def keep_valid_each(baselines: list[list[int]], rf: Sequence[int], view: ClusterView) -> list[list[int]]:
+def keep_valid_each(
+    baselines: list[list[int]], rf: Sequence[int], view: ClusterView, even_out: bool = False
+) -> list[list[int]]:
     """:func:`keep_valid` of every partition, without the per-partition call where all replicas may stay.
 
     The common case (RF replicas, distinct, all eligible, enough racks) is
     recognised in bulk on the replica matrix; the rest go through
-    :func:`keep_valid` one by one, so the result is the same.
+    :func:`keep_valid` one by one, so the result is the same. ``even_out``:
+    where one must go, the one on the broker with the most replicas per
+    weight at that point (counts updated as replicas go), so the forced
+    moves do the count balancing's work and it moves fewer.
     """
     n = len(baselines)
     if not n:
@@ -114,14 +119,27 @@ def keep_valid_each(baselines: list[list[int]], rf: Sequence[int], view: Cluster
     matrix = replica_matrix(baselines)
     want = np.asarray(rf, dtype=np.int64)
     present = matrix != PAD
-    eligible = np.isin(matrix, np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set)))
+    eligible_ids = np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set))
+    eligible = np.isin(matrix, eligible_ids)
     ordered = np.sort(np.where(present, matrix, np.iinfo(np.int64).max), axis=1)
     distinct = ~((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != np.iinfo(np.int64).max)).any(axis=1)
     domains = np.sort(np.where(present, view.domain_matrix(matrix), -1), axis=1)
     spread = (domains[:, 1:] != domains[:, :-1]).sum(axis=1) + (domains[:, 0] != -1)
     ok = (present.sum(axis=1) == want) & (eligible | ~present).all(axis=1) & distinct
     ok &= spread >= view.required_domains_each(want)
-    return [list(b) if fine else keep_valid(list(b), int(r), view) for b, r, fine in zip(baselines, rf, ok.tolist())]
+    kept = [list(b) for b in baselines]
+    pressure: dict[int, float] | None = None
+    if even_out and not ok.all():
+        ids = np.sort(eligible_ids)
+        held = np.bincount(np.searchsorted(ids, matrix[eligible]), minlength=len(ids)).tolist()
+        pressure = {b: c / view.weight_of[b] for b, c in zip(ids.tolist(), held)}
+    for i in np.flatnonzero(~ok).tolist():
+        kept[i] = keep_valid(kept[i], int(rf[i]), view, pressure)
+        if pressure is not None:
+            for b in set(baselines[i]) - set(kept[i]):
+                if b in pressure:
+                    pressure[b] -= 1 / view.weight_of[b]
+    return kept
 
 
 def may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:

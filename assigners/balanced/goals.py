@@ -16,8 +16,10 @@ from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps
 from assigners.balanced.state import Change, GoalSearch, Resource
 
 ROUNDS_PER_GOAL = 2000
+NOT_MET = "goal not met"  # in a note: the goal may be reachable (the rack rule alone does not forbid it)
 PARTNER_BROKERS = 5  # least loaded brokers whose replicas are tried as swap partners
 LATER_GOAL_TRIES = 6  # equally cheap accepted options compared by what they do to the later goals
+WIDER = 4  # a widening search, where the usual candidates give no accepted action: this many times as many
 
 
 def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
@@ -30,9 +32,18 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     for free in (True, False):
         for _ in range(ROUNDS_PER_GOAL):
             top = int(np.argmax(search.load[k]))
-            if search.load[k][top] <= search.target(k) * (1 + 1e-9) or not improve(search, k, top, free):
+            if search.load[k][top] <= search.target(k) * (1 + 1e-9):
                 break
-    if search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
+            if not improve(search, k, top, free) and not (search.widen and improve(search, k, top, free, WIDER)):
+                break
+    return goal_note(search, resource)
+
+
+def goal_note(search: GoalSearch, resource: Resource) -> str | None:
+    """Why goal ``resource`` stays above its threshold, naming the broker and the rack or the replica in the
+    way (None: met)."""
+    k = search.resources.index(resource)
+    if search.bounds[k] <= 0 or search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
         return None
     top = int(np.argmax(search.load[k]))
     where = f"broker {int(search.brokers[top])} at {search.ratio(k):.2f}x the lower bound"
@@ -49,14 +60,15 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     heaviest = mine[np.argmax(search.amount(k, mine))] if len(mine) else None
     hot = "" if heaviest is None else f"; its heaviest replica is {search.name(int(search.part[heaviest]))}"
     return (
-        f"{resource.name} goal not met: {where} ({threshold}){hot}; no legal action lowers it without "
+        f"{resource.name} {NOT_MET}: {where} ({threshold}){hot}; no legal action lowers it without "
         "breaking an earlier goal"
     )
 
 
-def improve(search: GoalSearch, k: int, top: int, free: bool = False) -> bool:
+def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int = 1) -> bool:
     """Apply the best accepted action that lowers broker ``top``'s load of goal ``k`` (``free``: only
-    actions that add no replica move, with the brokers holding replicas moved away from ``top`` as partners).
+    actions that add no replica move, with the brokers holding replicas moved away from ``top`` as partners;
+    ``width``: how many times the usual replicas and partner brokers to try).
 
     Options are scored on goal ``k``'s loads alone, in bulk; the rules
     (racks, caps, counts, earlier goals) are checked down the sorted list
@@ -69,9 +81,10 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False) -> bool:
     order = mine[np.argsort(-search.amount(k, mine), kind="stable")]
     excess = (search.load[k][top] - search.target(k)) * search.capacity[k][top]
     fixing = order[search.amount(k, order) >= excess]
-    picks = list(dict.fromkeys([*order[:CANDIDATES].tolist(), *fixing[-CANDIDATES:].tolist()]))
-    partners = [c for c in np.argsort(search.load[k], kind="stable")[: PARTNER_BROKERS + 1].tolist() if c != top]
-    partners = partners[:PARTNER_BROKERS]
+    tries, brokers = CANDIDATES * width, PARTNER_BROKERS * width
+    picks = list(dict.fromkeys([*order[:tries].tolist(), *fixing[-tries:].tolist()]))
+    partners = [c for c in np.argsort(search.load[k], kind="stable")[: brokers + 1].tolist() if c != top]
+    partners = partners[:brokers]
     if free:  # and the least loaded of those holding replicas moved away from top, to swap one back
         away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
         partners = list(dict.fromkeys([*partners, *away[:PARTNER_BROKERS]]))
@@ -160,5 +173,5 @@ def count_notes(search: GoalSearch) -> list[str]:
                 f"{int(search.spans_every_rack.sum()):,} partitions that span every rack; {where}"
             )
         else:
-            notes.append(f"{what} count goal not met: {where}; racks, caps or pins leave no legal move")
+            notes.append(f"{what} count {NOT_MET}: {where}; racks, caps or pins leave no legal move")
     return notes

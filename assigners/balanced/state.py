@@ -55,6 +55,11 @@ class _Sets:
         return found
 
 
+def _changed(replicas: list[list[int]], since: list[list[int]]) -> np.ndarray:
+    """Partitions whose replicas are not those of ``since`` (as sets)."""
+    return np.array([i for i, (now, was) in enumerate(zip(replicas, since)) if set(now) != set(was)], dtype=np.int64)
+
+
 class GoalSearch:
     """Replica rows (partition, broker slot, leads?) and per-goal broker loads, under every rule."""
 
@@ -65,7 +70,11 @@ class GoalSearch:
         view: ClusterView,
         resources: list[Resource],
         options: Constraints,
+        since: list[list[int]] | None = None,
     ) -> None:
+        """``since``: the layout the topic rule counts moves from, when not the live one (``partitions``'
+        ``current``): a search that starts from its own plan as if executed still keeps the rule against
+        the layout the plan will be executed on."""
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.slots = {b: slot for slot, b in enumerate(self.brokers.tolist())}
@@ -105,13 +114,16 @@ class GoalSearch:
         self.share = [self.count.sum() * weight / weight.sum(), self.leaders.sum() * weight / weight.sum()]
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
+        self.since = self.live if since is None else _Sets(since)
         self.moved: Counter[tuple[int, int, int]] = Counter()
-        for i in np.unique(self.part[self.moved_in]).tolist():  # only partitions the plan changes have moves
+        changed = self.part[self.moved_in] if since is None else _changed(replicas, since)
+        for i in np.unique(changed).tolist():  # only partitions the plan changes have moves
             self.moved.update(self.moves_of(i, replicas[i]))
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
+        self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -248,7 +260,7 @@ class GoalSearch:
 
     def moves_of(self, i: int, reps: list[int]) -> list[tuple[int, int, int]]:
         """(topic, from, to) of partition ``i`` going from its live layout to ``reps``."""
-        live, now, topic = self.live[i], set(reps), int(self.topic[i])
+        live, now, topic = self.since[i], set(reps), int(self.topic[i])
         return [(topic, a, b) for a in live - now for b in now - live]
 
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:

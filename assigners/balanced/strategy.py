@@ -38,7 +38,7 @@ import pandas as pd
 
 from assigners.balance import balance_leaders, settle
 from assigners.balanced.donate import donate, donation_amounts
-from assigners.balanced.goals import balance_goal, count_notes
+from assigners.balanced.goals import NOT_MET, balance_goal, count_notes
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
 from assigners.model import (
@@ -78,7 +78,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     rf = partitions["rf"].tolist()
     resources = _resources(partitions, brokers, view)
     options = constraints
-    replicas = keep_valid_each(preferred, rf, view)
+    replicas = keep_valid_each(preferred, rf, view, even_out=True)
     preferred_even, preferred_met, empty = False, [], frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
@@ -97,8 +97,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         replicas, (notes, met) = onto_new  # a scale-out that needs nothing but moves onto the new brokers
     else:
         settle(replicas, partitions, view, since=partitions["current"].tolist())
-        notes, met = _reach_goals(replicas, partitions, view, resources, options)
-        notes, met = _restart_from_own_plan(replicas, partitions, view, resources, options, (notes, met))
+        notes, met = _search(replicas, partitions, view, resources, options)
         if onto_new is not None and onto_new[1][1] >= met:  # lists of bools compare in priority order
             replicas, (notes, met) = onto_new
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
@@ -150,6 +149,36 @@ def _onto_new_brokers(
     return best
 
 
+def _search(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> tuple[list[str], list[bool]]:
+    """The load goals from the settled layout, in place; where some stay unmet, searched again from the
+    same start trying more candidates wherever the usual ones are stuck, kept when it meets more goals.
+
+    The widening runs second and only where needed (a goal not met that
+    the rack rule alone does not put out of reach): where the usual
+    search meets every goal it is not slower, and where it misses one the
+    plan is never worse (goals in priority order). Widening as the first
+    search would not do: a different early action sends the greedy search
+    down another path, which on some clusters meets fewer goals.
+    """
+    start = [list(r) for r in replicas]
+    reached = _reach_goals(replicas, partitions, view, resources, options)
+    reached = _restart_from_own_plan(replicas, partitions, view, resources, options, reached)
+    if not any(NOT_MET in note for note in reached[0]):
+        return reached  # every goal met, or out of reach by the rack rule alone: nothing to widen for
+    widened = _reach_goals(start, partitions, view, resources, options, widen=True)
+    widened = _restart_from_own_plan(start, partitions, view, resources, options, widened, widen=True)
+    if widened[1] > reached[1]:  # lists of bools compare in priority order
+        replicas[:] = start
+        return widened
+    return reached
+
+
 def _restart_from_own_plan(
     replicas: list[list[int]],
     partitions: pd.DataFrame,
@@ -157,6 +186,7 @@ def _restart_from_own_plan(
     resources: list[Resource],
     options: Constraints,
     reached: tuple[list[str], list[bool]],
+    widen: bool = False,
 ) -> tuple[list[str], list[bool]]:
     """Where goals stay unmet, search again as if the plan were already executed; in place.
 
@@ -165,8 +195,10 @@ def _restart_from_own_plan(
     own plan can reach what the first one could not, which is what a second
     run after executing the plan would do. Doing it here meets the goal one
     run earlier, and re-planning a plan's own output then finds nothing
-    left. Kept only when it meets more goals (in priority order) and, against
-    the live layout, still never moves a replica of a topic A->B and B->A.
+    left. Its search still counts the topic rule against the live layout
+    (the one the plan is executed on), and the result is kept only when it
+    meets more goals (in priority order) and never moves a replica of a
+    topic A->B and B->A against that layout.
     """
     notes, met = reached
     live = partitions["current"].tolist()
@@ -175,7 +207,9 @@ def _restart_from_own_plan(
         if all(met):
             break
         again = [list(r) for r in replicas]
-        new_notes, new_met = _reach_goals(again, partitions.assign(current=replicas), view, resources, options)
+        new_notes, new_met = _reach_goals(
+            again, partitions.assign(current=replicas), view, resources, options, widen=widen, since=live
+        )
         pairs = topic_moves(live, again, topics)
         if new_met <= met or any((t, b, a) in pairs for t, a, b in pairs):
             break  # lists of bools compare in priority order: the first goal it newly meets decides
@@ -191,15 +225,17 @@ def _reach_goals(
     resources: list[Resource],
     options: Constraints,
     landing: frozenset[int] | None = None,
+    widen: bool = False,
+    since: list[list[int]] | None = None,
 ) -> tuple[list[str], list[bool]]:
     """The load goals in turn, over again from a fresh search until a round changes nothing; in place.
 
-    ``landing``: the only brokers a replica may move onto, besides its live home. Returns the notes of the
-    goals left unmet and which goals are met.
+    ``landing``: the only brokers a replica may move onto, besides its live home; ``widen``: see
+    :func:`_search`. Returns the notes of the goals left unmet and which goals are met.
     """
     for _ in range(FIXPOINT_ROUNDS):
-        search = GoalSearch(replicas, partitions, view, resources, options)
-        search.landing = landing
+        search = GoalSearch(replicas, partitions, view, resources, options, since)
+        search.landing, search.widen = landing, widen
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
         changed = search.actions + undo_needless_moves(search)
         met = search.goals_met()
