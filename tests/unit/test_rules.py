@@ -260,3 +260,17 @@ def test_property_keep_valid_each_is_keep_valid_of_every_partition(cluster, rack
     baselines = [list(r) + list(r)[:1] if i % 7 == 3 else list(r) for i, r in enumerate(parts["replicas"])]
     wanted = [rf if i % 2 else len(b) for i, b in enumerate(baselines)]  # duplicates, RF changes, the rest as is
     assert keep_valid_each(baselines, wanted, view) == [keep_valid(b, r, view) for b, r in zip(baselines, wanted)]
+
+
+def test_keep_valid_each_even_out_drops_from_the_fullest_broker_at_that_point():
+    # racks a: 1, 2; b: 3. RF 2 needs both racks, so each partition on 1 and 2 keeps one of them.
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame([1, 2, 3], ["a", "a", "b"]), Constraints()), Constraints()
+    )
+    baselines = [[3, 1, 2], [3, 1, 2], [3, 2, 1], [1, 3], [1, 3]]  # RF 3 -> 2 on the first three
+    rf = [2, 2, 2, 2, 2]
+    # broker 1 holds 5 replicas, 2 holds 3: the first drop takes 1 (5 vs 3), so does the second (4 vs 3);
+    # the third is a tie (3 vs 3), where the later replica goes, here broker 1 again
+    assert keep_valid_each(baselines, rf, view, even_out=True) == [[3, 2], [3, 2], [3, 2], [1, 3], [1, 3]]
+    # without it, the later follower goes wherever it is
+    assert keep_valid_each(baselines, rf, view) == [[3, 1], [3, 1], [3, 2], [1, 3], [1, 3]]
