@@ -191,8 +191,18 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
         f"reachable thresholds missed on {len(missed)}: {missed}"
     )
     assert solved >= 50
-    assert len(missed) <= 0.1 * solved
+    assert len(missed) <= 4  # 5 before the widening search
     assert statistics.mean(ratios) <= 1.12
+
+
+def test_a_goal_the_usual_candidates_get_stuck_on_is_met_by_the_widened_search():
+    # the usual five replicas x five partner brokers leave the disk goal at 1.05x+ on broker 2 with no accepted
+    # action; CP-SAT reaches every threshold with 8 moves, and the widened search with 12
+    brokers, parts = scenario("skewed", 6, 44, seed=161)
+    result = plan(brokers, parts)
+    assert met_every_goal(result), result.notes
+    assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
+    assert_valid(brokers, parts, result.planned, Constraints())
 
 
 def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_new_ones():
