@@ -228,21 +228,22 @@ def _reach_goals(
     widen: bool = False,
     since: list[list[int]] | None = None,
 ) -> tuple[list[str], list[bool]]:
-    """The load goals in turn, over again from a fresh search until a round changes nothing; in place.
+    """The load goals in turn, over again until a round changes nothing; in place.
 
+    Each round starts a new pass: a replica the last one placed may move
+    again (its move counts once against the live layout either way).
     ``landing``: the only brokers a replica may move onto, besides its live home; ``widen``: see
     :func:`_search`. Returns the notes of the goals left unmet and which goals are met.
     """
+    search = GoalSearch(replicas, partitions, view, resources, options, since)
+    search.landing, search.widen = landing, widen
     for _ in range(FIXPOINT_ROUNDS):
-        search = GoalSearch(replicas, partitions, view, resources, options, since)
-        search.landing, search.widen = landing, widen
+        search.twice.clear()
+        before = search.actions
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
-        changed = search.actions + undo_needless_moves(search)
-        met = search.goals_met()
-        del search  # one search alive at a time
-        if not changed:
+        if not search.actions - before + undo_needless_moves(search):
             break
-    return notes, met
+    return notes, search.goals_met()
 
 
 def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterView) -> list[Resource]:

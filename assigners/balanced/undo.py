@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from assigners.balanced.state import GoalSearch
+from assigners.model import PAD, replica_matrix, row_contains
 
 PAIR_TRIES = 8  # second undos tried per moved replica
 
@@ -21,22 +22,19 @@ def undo_needless_moves(search: GoalSearch) -> int:
     band, and no goal's load rises above its threshold (or above its
     current maximum when it is not met). Each undo saves a move. Returns how many.
     """
-    undone = 0
-    count, slot = search.count, search.slot
-    for row in moved_rows(search):
-        # most undos alone would take a count out of its band: checked here before building the change
-        if not search.count_ok(count, 0, int(slot[row]), -1):
-            continue
-        if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
-            search.apply_steps((undo,))
-            undone += 1
+    undone = _undo_alone(search)
+    rows = moved_rows(search)
+    back = home_slots(search, rows)
+    there = search.slot[rows]
+    span = len(search.brokers)
+    way, reverse_way = there * span + back, back * span + there
+    paired = (back >= 0) & np.isin(way, reverse_way[back >= 0])  # only undos with one going the other way
     reverse: dict[tuple[int, int], list[tuple[int, Step]]] = {}  # (slot it is on, slot it goes back to) -> undos
-    for row in moved_rows(search):
-        if (undo := undo_step(search, row)) is not None:
-            reverse.setdefault((int(search.slot[row]), undo[1]), []).append((row, undo))
-    for (there, home), undos in reverse.items():
-        opposite = reverse.get((home, there))
-        if not opposite or there > home:
+    for row, a, b in zip(rows[paired].tolist(), there[paired].tolist(), back[paired].tolist()):
+        reverse.setdefault((a, b), []).append((row, (row, b, bool(search.lead[row]), True)))
+    for (there_slot, home), undos in reverse.items():
+        opposite = reverse.get((home, there_slot))
+        if not opposite or there_slot > home:
             continue  # each pair of directions once, from its lower slot
         for row, undo in undos:
             for other, second in opposite[:PAIR_TRIES]:
@@ -50,6 +48,40 @@ def undo_needless_moves(search: GoalSearch) -> int:
     return undone
 
 
+def _undo_alone(search: GoalSearch) -> int:
+    """Single undos, in row order; most would take a count below its band, which is checked in bulk first."""
+    rows, undone, start = moved_rows(search), 0, 0
+    low = np.array([search.band(b, 0)[0] for b in range(len(search.brokers))], dtype=np.int64)
+    while start < len(rows):
+        rest = rows[start:]
+        may_lose = np.flatnonzero(search.count[search.slot[rest]] > low[search.slot[rest]])
+        start = len(rows)
+        for n in may_lose.tolist():  # the first undo applied changes counts: the bulk check is redone after it
+            row = int(rest[n])
+            if not search.count_ok(search.count, 0, int(search.slot[row]), -1):
+                continue
+            if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
+                search.apply_steps((undo,))
+                undone += 1
+                start = len(rows) - len(rest) + n + 1
+                break
+    return undone
+
+
+def home_slots(search: GoalSearch, rows: np.ndarray) -> np.ndarray:
+    """Per moved replica row, the slot of its partition's lowest live broker that is eligible and not
+    holding it now (where :func:`undo_step` sends it), -1 where there is none."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    parts = search.part[rows]
+    live = search.live_matrix[parts]
+    now = replica_matrix([search.replicas[i] for i in parts.tolist()])
+    free = ~row_contains(live, now) & (live != PAD) & np.isin(live, search.brokers)
+    none = np.iinfo(np.int64).max
+    home = np.where(free, live, none).min(axis=1)
+    return np.where(home < none, np.searchsorted(search.brokers, np.minimum(home, search.brokers[-1])), -1)
+
+
 def _still_moved(search: GoalSearch, step: Step) -> bool:
     """Is the step's replica still away from its live brokers, and its way back still free?"""
     row, back = step[0], step[1]
@@ -57,9 +89,9 @@ def _still_moved(search: GoalSearch, step: Step) -> bool:
     return bool(search.moved_in[row]) and int(search.brokers[back]) not in search.replicas[i]
 
 
-def moved_rows(search: GoalSearch) -> list[int]:
+def moved_rows(search: GoalSearch) -> np.ndarray:
     """Replica rows on a broker that does not hold their partition live, in row order."""
-    return np.flatnonzero(search.moved_in).tolist()
+    return np.flatnonzero(search.moved_in)
 
 
 def undo_step(search: GoalSearch, row: int) -> Step | None:
