@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import load_lower_bound
-from assigners.model import ClusterView, Constraints, replica_matrix, topic_codes
+from assigners.model import PAD, ClusterView, Constraints, pad_to, replica_matrix, row_contains, topic_codes
 from assigners.placement import Usage, may_replace
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
@@ -55,9 +55,20 @@ class _Sets:
         return found
 
 
-def _changed(replicas: list[list[int]], since: list[list[int]]) -> np.ndarray:
-    """Partitions whose replicas are not those of ``since`` (as sets)."""
-    return np.array([i for i, (now, was) in enumerate(zip(replicas, since)) if set(now) != set(was)], dtype=np.int64)
+def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> Counter[tuple[int, int, int]]:
+    """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
+    broker a partition leaves with each broker it joins, as :meth:`GoalSearch.moves_of` lists them."""
+    width = max(now.shape[1], was.shape[1])
+    now, was = pad_to(now, width), pad_to(was, width)
+    gone = (was != PAD) & ~row_contains(was, now)
+    new = (now != PAD) & ~row_contains(now, was)
+    rows = np.flatnonzero(gone.any(axis=1) & new.any(axis=1))
+    r, j, k = np.nonzero(gone[rows][:, :, None] & new[rows][:, None, :])
+    t, a, b = topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
+    span = int(max(was.max(initial=0), now.max(initial=0))) + 1
+    keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
+    triples = zip((keys // (span * span)).tolist(), (keys // span % span).tolist(), (keys % span).tolist())
+    return Counter(dict(zip(triples, counts.tolist())))
 
 
 class GoalSearch:
@@ -115,10 +126,7 @@ class GoalSearch:
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
         self.since = self.live if since is None else _Sets(since)
-        self.moved: Counter[tuple[int, int, int]] = Counter()
-        changed = self.part[self.moved_in] if since is None else _changed(replicas, since)
-        for i in np.unique(changed).tolist():  # only partitions the plan changes have moves
-            self.moved.update(self.moves_of(i, replicas[i]))
+        self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
