@@ -14,8 +14,28 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, ClusterView, replica_matrix, topic_codes
+from assigners.model import PAD, ClusterView, pad_to, replica_matrix, topic_codes
 from assigners.placement import Usage, evict_over_capacity, refill, topic_moves
+
+
+def _domain_bits(view: ClusterView) -> dict[int, int]:
+    """Each known broker's failure domain as one bit (domains in name order)."""
+    domains = sorted({view.domain_of[b] for b in view.domain_of})
+    return {b: 1 << domains.index(view.domain_of[b]) for b in view.domain_of}
+
+
+def _other_domains(matrix: np.ndarray, bit: dict[int, int]) -> np.ndarray:
+    """Per replica, the OR of the domain bits of its partition's other replicas (unknown brokers: no bit)."""
+    known = np.array(sorted(bit), dtype=np.int64)
+    slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
+    bit_of = np.array([bit[b] for b in known.tolist()], dtype=np.int64)
+    bits = np.where((matrix != PAD) & (known[slot] == matrix), bit_of[slot], 0)
+    masks = np.zeros_like(bits)
+    for pos in range(matrix.shape[1]):
+        for other in range(matrix.shape[1]):
+            if other != pos:
+                masks[:, pos] |= bits[:, other]
+    return masks
 
 
 class _ReplicaIndex:
@@ -31,7 +51,7 @@ class _ReplicaIndex:
         self.assignment = assignment
         self.view = view
         domains = sorted({view.domain_of[b] for b in view.domain_of})
-        self.bit = {b: 1 << domains.index(view.domain_of[b]) for b in view.domain_of}
+        self.bit = _domain_bits(view)
         # Members are insertion-ordered dicts (used as ordered sets): taking the first one
         # is O(1) and deterministic, where min() over a set rescanned thousands of members.
         self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
@@ -53,7 +73,7 @@ class _ReplicaIndex:
         partitions in ascending order, as the one-by-one build left them.
         """
         matrix = replica_matrix(self.assignment)
-        masks = self._other_domains(matrix)
+        masks = _other_domains(matrix, self.bit)
         eligible = np.array(sorted(self.groups), dtype=np.int64)
         part, pos = np.nonzero(np.isin(matrix, eligible))  # row-major: the one-by-one build's order
         if not len(part):
@@ -75,19 +95,6 @@ class _ReplicaIndex:
             groups[(int(rf[i]), int(mask_values[mask_code[i]]))] = dict.fromkeys(
                 members[ends[g - 1] if g else 0 : ends[g]]
             )
-
-    def _other_domains(self, matrix: np.ndarray) -> np.ndarray:
-        """Per replica, the OR of the domain bits of its partition's other replicas."""
-        known = np.array(sorted(self.bit), dtype=np.int64)
-        slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
-        bit_of = np.array([self.bit[b] for b in known.tolist()], dtype=np.int64)
-        bits = np.where((matrix != PAD) & (known[slot] == matrix), bit_of[slot], 0)  # unknown brokers: no bit
-        masks = np.zeros_like(bits)
-        for pos in range(matrix.shape[1]):
-            for other in range(matrix.shape[1]):
-                if other != pos:
-                    masks[:, pos] |= bits[:, other]
-        return masks
 
     def _update(self, i: int, add: bool) -> None:
         replicas = self.assignment[i]
@@ -185,9 +192,9 @@ def balance_replica_counts(
     if not _any_improving_pair(usage):
         return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
-    index = _ReplicaIndex(assignment, view)
     rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live)
-    moves = _bulk_count_moves(index, usage, rule)
+    moves = _bulk_count_moves(assignment, usage, rule)
+    index = _ReplicaIndex(assignment, view)
     while True:
         chain = _find_count_move(index, usage, rule)
         if chain is None or len({i for i, _, _ in chain}) < len(chain):
@@ -244,6 +251,22 @@ class _TopicRule:
         added = self._pairs(i, self._after(i, old, new)) - self._pairs(i, self.assignment[i])
         return all(self.count[(t, b, a)] <= 0 for t, a, b in added)
 
+    def pairs(self) -> list[tuple[int, int, int]]:
+        """The (topic, from, to) pairs that forbid their reverse now."""
+        if self.live is None:
+            return sorted(self.moved)
+        return sorted(key for key, n in self.count.items() if n > 0)
+
+    def fresh(self, matrix: np.ndarray) -> np.ndarray:
+        """Per partition (``matrix``: the assignment's): does its next move only add the pair (topic, old,
+        new), so that :meth:`allows` is a lookup of its reverse among :meth:`pairs`?"""
+        if self.live is None:
+            return np.ones(len(matrix), dtype=bool)
+        live = replica_matrix(self.live)
+        width = max(matrix.shape[1], live.shape[1])
+        same: np.ndarray = (pad_to(matrix, width) == pad_to(live, width)).all(axis=1)
+        return same
+
     def record(self, i: int, old: int, new: int) -> None:
         """Call before the move is applied to the assignment."""
         if self.live is None:
@@ -256,17 +279,24 @@ class _TopicRule:
         self.count.update(self._pairs(i, self._after(i, old, new)))
 
 
-def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, rule: _TopicRule) -> int:
+def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRule) -> int:
     """The bulk of the balancing: replicas from brokers above their share straight to brokers below it.
 
     Share = total replicas x weight / total weight. Only a broker above the
     ceiling of its share gives and only one below the floor takes, so no
     broker is overshot and every move here is one any balanced plan needs;
     the exact loop in :func:`balance_replica_counts` then finishes the few
-    that are left (chains, rounding). It saves that loop's re-sort of every
-    broker per move, which is what a 1M-partition cluster spent its time on.
+    that are left (chains, rounding). Each donor gives to each receiver in
+    turn as many replicas as both need, followers before leaders, in
+    partition order, picked in bulk on the replica matrix: a partition
+    moves once here, so the rack rule is judged on its other replicas as
+    they were, and its topic pairs against those made before (a receiver
+    never gives here, so no move of this phase can reverse another).
     """
     view = usage.view
+    bit = _domain_bits(view)
+    if not assignment or not 0 < len(set(bit.values())) < 63:
+        return 0  # domain masks beyond int64: the exact loop does it all
     weight = sum(view.weight_of[b] for b in view.eligible)
     total = sum(usage.count[b] for b in view.eligible)
     share = {b: total * view.weight_of[b] / weight for b in view.eligible}
@@ -274,23 +304,95 @@ def _bulk_count_moves(index: _ReplicaIndex, usage: Usage, rule: _TopicRule) -> i
     low = {b: math.floor(share[b]) for b in view.eligible}
     donors = sorted((b for b in view.eligible if usage.count[b] > high[b]), key=lambda b: (-usage.fullness(b), b))
     receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
+    if not donors or not receivers:
+        return 0
+    bulk = _Bulk(assignment, view, bit, rule)
     moves = 0
     for old in donors:
+        rows, pos = bulk.cells(old)
         for new in receivers:
-
-            def legal(i: int, new: int = new, old: int = old) -> bool:
-                return usage.room_for(i, new) and rule.allows(i, old, new)
-
-            while usage.count[old] > high[old] and usage.count[new] < low[new] and _improves(usage, old, new):
-                i = index.find(old, new, legal)
-                if i is None:
-                    break
-                rule.record(i, old, new)
-                index.move(i, old, new)
+            wanted = _wanted(usage, old, new, high[old], low[new])
+            if not wanted:
+                continue
+            for n in bulk.legal(rows, pos, old, new).tolist():
+                i = int(rows[n])
+                if not usage.room_for(i, new) or (not bulk.fresh[i] and not rule.allows(i, old, new)):
+                    continue
+                bulk.move(i, int(pos[n]), old, new)
                 usage.remove(i, old)
                 usage.add(i, new)
                 moves += 1
+                wanted -= 1
+                if not wanted:
+                    break
     return moves
+
+
+def _wanted(usage: Usage, old: int, new: int, old_high: int, new_low: int) -> int:
+    """How many replicas ``old`` should give ``new`` in the bulk phase: while it is above its ceiling, the
+    other below its floor and within its cap, and the move evens them out (:func:`_improves`)."""
+    w_old, w_new = usage.view.weight_of[old], usage.view.weight_of[new]
+    c_old, c_new, cap = usage.count[old], usage.count[new], usage.view.max_replicas.get(new, math.inf)
+    wanted = 0
+    while c_old > old_high and c_new < new_low and c_new < cap and (2 * c_new + 1) / w_new < (2 * c_old - 1) / w_old:
+        wanted, c_old, c_new = wanted + 1, c_old - 1, c_new + 1
+    return wanted
+
+
+class _Bulk:
+    """The replica matrix of :func:`_bulk_count_moves`: each broker's replicas, their racks' masks, and the
+    topic pairs a partition's first move may not reverse, judged for many partitions at once."""
+
+    def __init__(self, assignment: list[list[int]], view: ClusterView, bit: dict[int, int], rule: _TopicRule) -> None:
+        self.assignment, self.bit, self.rule = assignment, bit, rule
+        self.matrix = replica_matrix(assignment)
+        valid = self.matrix != PAD
+        self.masks = _other_domains(self.matrix, bit)
+        self.required = view.required_domains_each(valid.sum(axis=1))
+        self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
+        part, position = np.nonzero(valid)
+        broker = self.matrix[part, position]
+        order = np.lexsort((part, position == 0, broker))  # per broker: followers, then leaders, by partition
+        self.part, self.position, self.broker = part[order], position[order], broker[order]
+        self.topic = np.asarray(rule.topic_of, dtype=np.int64)
+        pairs = rule.pairs()
+        named = [b for _, a, b in pairs] + [a for _, a, _ in pairs] + list(view.eligible)
+        self.ids = np.unique(np.concatenate([broker, np.asarray(named, dtype=np.int64)]))
+        triples = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+        self.blocked = np.sort(self.keys(triples[:, 0], triples[:, 1], triples[:, 2]))
+        self.fresh = rule.fresh(self.matrix)
+
+    def keys(self, t: np.ndarray, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+        """(topic, a, b) triples as one int64 each (brokers by their rank among the ids known here)."""
+        n = len(self.ids)
+        out: np.ndarray = (t * n + np.searchsorted(self.ids, a)) * n + np.searchsorted(self.ids, b)
+        return out
+
+    def cells(self, broker: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and positions of ``broker``'s replicas, followers first, each in partition order."""
+        start, end = np.searchsorted(self.broker, [broker, broker + 1])
+        return self.part[start:end], self.position[start:end]
+
+    def legal(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int) -> np.ndarray:
+        """Which of ``old``'s replicas may go to ``new``: not moved here yet, ``new`` not already a replica,
+        the rack spread kept as :meth:`_ReplicaIndex.find` keeps it, no topic pair reversed (partitions the
+        plan changed before are checked one by one by the caller)."""
+        masks = self.masks[rows, pos]
+        after = np.bitwise_count(masks | self.bit[new])
+        before = np.bitwise_count(masks | self.bit[old])
+        ok = ~self.moved[rows] & ~(self.matrix[rows] == new).any(axis=1)
+        ok &= after >= np.minimum(self.required[rows], before)
+        if len(self.blocked):
+            keys = self.keys(self.topic[rows], new, old)
+            at = np.minimum(np.searchsorted(self.blocked, keys), len(self.blocked) - 1)
+            ok &= ~self.fresh[rows] | (self.blocked[at] != keys)
+        return np.flatnonzero(ok)
+
+    def move(self, i: int, position: int, old: int, new: int) -> None:
+        self.rule.record(i, old, new)
+        self.assignment[i][position] = new
+        self.matrix[i, position] = new
+        self.moved[i] = True
 
 
 def _improves(usage: Usage, donor: int, receiver: int) -> bool:

@@ -65,7 +65,7 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
     """Partition rows: keys present and unique, non-empty replica lists on known brokers, the leader among
     them, sizes not negative."""
     for column in ("topic", "partition", "replicas"):
-        null = [i for i, v in enumerate(partitions[column].tolist()) if v is None or (np.isscalar(v) and pd.isna(v))]
+        null = np.flatnonzero(partitions[column].isna().to_numpy()).tolist()  # None or NaN; a list is not null
         _raise_if(
             [
                 f"row {i}: topic={partitions['topic'].iat[i]!r} partition={partitions['partition'].iat[i]!r}"

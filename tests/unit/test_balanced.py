@@ -6,7 +6,6 @@ import statistics
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -239,10 +238,9 @@ def landed_on_old_brokers(kind: str, seed: int) -> tuple[bool, list[str]]:
 def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
     """Issue 12's scale-out property (Cruise Control's add_broker): on 40 seeded clusters, planned, executed
     and then given three empty brokers, the second plan moves replicas only onto the new brokers. Guards
-    what holds today: on at most 4 of the clusters whose first plan met every threshold does it still move
-    replicas between old brokers (it was 11 of 33 before the donations were chosen by load, 3 of 33 after;
-    the widening search made one more first plan meet every threshold, drifted/35, whose scale-out then
-    trades too); prints which."""
+    what holds today: on at most 3 of the clusters whose first plan met every threshold does it still move
+    replicas between old brokers (it was 11 of 33 before the donations were chosen by load, 3 of 33 after,
+    3 of 35 since the widening search and the bulk count moves); prints which."""
     checked, broken = 0, []
     for seed in range(40):
         kind = ("skewed", "drifted")[seed % 2]
@@ -251,16 +249,6 @@ def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
         if landed:
             broken.append((kind, seed, len(landed)))
     print(f"\nempty brokers added to {checked} balanced clusters: replicas moved between old brokers in {broken}")
-    assert checked >= 30 and len(broken) <= 4, broken
-    for kind, seed in (("skewed", 4), ("drifted", 5)):  # the examples earlier xfails pinned
+    assert checked >= 30 and len(broken) <= 3, broken
+    for kind, seed in (("skewed", 4), ("drifted", 5), ("skewed", 10)):  # the examples earlier xfails pinned
         assert landed_on_old_brokers(kind, seed) == (True, []), (kind, seed)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12, open: here the moves onto the new brokers alone leave bytes_out at 1.06x its bound (the "
-    "donations chosen by load miss it by a little, then no exchange through a new broker fixes it), so the plan "
-    "trades replicas between old brokers to meet it",
-)
-def test_issue_adding_empty_brokers_moves_replicas_only_onto_them():
-    assert landed_on_old_brokers("skewed", 10) == (True, [])
