@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.model import PAD, ClusterView, pad_to, replica_matrix, topic_codes
-from assigners.placement import Usage, evict_over_capacity, refill, topic_moves
+from assigners.placement import Usage, evict_over_capacity, refill, topic_move_counts, topic_moves
 
 
 def _domain_bits(view: ClusterView) -> dict[int, int]:
@@ -192,8 +192,11 @@ def balance_replica_counts(
     if not _any_improving_pair(usage):
         return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
-    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live)
-    moves = _bulk_count_moves(assignment, usage, rule)
+    matrix = replica_matrix(assignment)
+    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix)
+    moves = _bulk_count_moves(assignment, usage, rule, matrix)
+    if not _any_improving_pair(usage):
+        return moves  # the exact loop would find nothing: skip building its index
     index = _ReplicaIndex(assignment, view)
     while True:
         chain = _find_count_move(index, usage, rule)
@@ -223,13 +226,14 @@ class _TopicRule:
         moved: set[tuple[int, int, int]],
         assignment: list[list[int]],
         live: list[list[int]] | None,
+        matrix: np.ndarray,
     ) -> None:
+        """``matrix``: the assignment's replica matrix."""
         self.topic_of, self.moved, self.assignment, self.live = topic_of, moved, assignment, live
         self.count: Counter[tuple[int, int, int]] = Counter()
-        if live is not None:
-            for i, (now, was) in enumerate(zip(assignment, live)):
-                if now != was:
-                    self.count.update(self._pairs(i, now))
+        self.live_matrix = None if live is None else replica_matrix(live)
+        if self.live_matrix is not None:
+            self.count = topic_move_counts(matrix, self.live_matrix, np.asarray(topic_of, dtype=np.int64))
 
     @property
     def active(self) -> bool:
@@ -260,9 +264,9 @@ class _TopicRule:
     def fresh(self, matrix: np.ndarray) -> np.ndarray:
         """Per partition (``matrix``: the assignment's): does its next move only add the pair (topic, old,
         new), so that :meth:`allows` is a lookup of its reverse among :meth:`pairs`?"""
-        if self.live is None:
+        if self.live_matrix is None:
             return np.ones(len(matrix), dtype=bool)
-        live = replica_matrix(self.live)
+        live = self.live_matrix
         width = max(matrix.shape[1], live.shape[1])
         same: np.ndarray = (pad_to(matrix, width) == pad_to(live, width)).all(axis=1)
         return same
@@ -279,7 +283,7 @@ class _TopicRule:
         self.count.update(self._pairs(i, self._after(i, old, new)))
 
 
-def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRule) -> int:
+def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRule, matrix: np.ndarray) -> int:
     """The bulk of the balancing: replicas from brokers above their share straight to brokers below it.
 
     Share = total replicas x weight / total weight. Only a broker above the
@@ -306,7 +310,7 @@ def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRul
     receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
     if not donors or not receivers:
         return 0
-    bulk = _Bulk(assignment, view, bit, rule)
+    bulk = _Bulk(assignment, matrix, view, bit, rule)
     moves = 0
     for old in donors:
         rows, pos = bulk.cells(old)
@@ -343,9 +347,11 @@ class _Bulk:
     """The replica matrix of :func:`_bulk_count_moves`: each broker's replicas, their racks' masks, and the
     topic pairs a partition's first move may not reverse, judged for many partitions at once."""
 
-    def __init__(self, assignment: list[list[int]], view: ClusterView, bit: dict[int, int], rule: _TopicRule) -> None:
+    def __init__(
+        self, assignment: list[list[int]], matrix: np.ndarray, view: ClusterView, bit: dict[int, int], rule: _TopicRule
+    ) -> None:
         self.assignment, self.bit, self.rule = assignment, bit, rule
-        self.matrix = replica_matrix(assignment)
+        self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
         self.masks = _other_domains(self.matrix, bit)
         self.required = view.required_domains_each(valid.sum(axis=1))

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 import numpy as np
 
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
-from assigners.model import PAD, ClusterView, replica_matrix
+from assigners.model import PAD, ClusterView, pad_to, replica_matrix, row_contains
 
 
 class Usage:
@@ -247,6 +248,22 @@ def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndar
             gone, joined = set(old) - set(new), set(new) - set(old)
             out.update((t, a, b) for a in gone for b in joined)
     return out
+
+
+def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> Counter[tuple[int, int, int]]:
+    """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
+    broker a partition leaves with each broker it joins, as :func:`topic_moves` names them."""
+    width = max(now.shape[1], was.shape[1])
+    now, was = pad_to(now, width), pad_to(was, width)
+    gone = (was != PAD) & ~row_contains(was, now)
+    new = (now != PAD) & ~row_contains(now, was)
+    rows = np.flatnonzero(gone.any(axis=1) & new.any(axis=1))
+    r, j, k = np.nonzero(gone[rows][:, :, None] & new[rows][:, None, :])
+    t, a, b = topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
+    span = int(max(was.max(initial=0), now.max(initial=0))) + 1
+    keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
+    triples = zip((keys // (span * span)).tolist(), (keys // span % span).tolist(), (keys % span).tolist())
+    return Counter(dict(zip(triples, counts.tolist())))
 
 
 def pop_legal(

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import load_lower_bound
-from assigners.model import PAD, ClusterView, Constraints, pad_to, replica_matrix, row_contains, topic_codes
-from assigners.placement import Usage, may_replace
+from assigners.model import ClusterView, Constraints, replica_matrix, topic_codes
+from assigners.placement import Usage, may_replace, topic_move_counts
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
 Change = tuple[tuple[int, int, bool, bool], ...]
@@ -53,22 +53,6 @@ class _Sets:
         if found is None:
             found = self.sets[i] = set(self.lists[i])
         return found
-
-
-def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> Counter[tuple[int, int, int]]:
-    """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
-    broker a partition leaves with each broker it joins, as :meth:`GoalSearch.moves_of` lists them."""
-    width = max(now.shape[1], was.shape[1])
-    now, was = pad_to(now, width), pad_to(was, width)
-    gone = (was != PAD) & ~row_contains(was, now)
-    new = (now != PAD) & ~row_contains(now, was)
-    rows = np.flatnonzero(gone.any(axis=1) & new.any(axis=1))
-    r, j, k = np.nonzero(gone[rows][:, :, None] & new[rows][:, None, :])
-    t, a, b = topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
-    span = int(max(was.max(initial=0), now.max(initial=0))) + 1
-    keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
-    triples = zip((keys // (span * span)).tolist(), (keys // span % span).tolist(), (keys % span).tolist())
-    return Counter(dict(zip(triples, counts.tolist())))
 
 
 class GoalSearch:
