@@ -271,6 +271,14 @@ class _TopicRule:
         same: np.ndarray = (pad_to(matrix, width) == pad_to(live, width)).all(axis=1)
         return same
 
+    def record_many(self, topics: list[int], old: int, new: int) -> None:
+        """:meth:`record` of the first moves of partitions of ``topics`` (one each) from ``old`` to ``new``."""
+        for t in topics:
+            if self.live is None:
+                self.moved.add((t, old, new))
+            else:
+                self.count[(t, old, new)] += 1
+
     def record(self, i: int, old: int, new: int) -> None:
         """Call before the move is applied to the assignment."""
         if self.live is None:
@@ -318,7 +326,11 @@ def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRul
             wanted = _wanted(usage, old, new, high[old], low[new])
             if not wanted:
                 continue
-            for n in bulk.legal(rows, pos, old, new).tolist():
+            legal = bulk.legal(rows, pos, old, new)
+            if view.max_disk.get(new, math.inf) == math.inf:  # room is a count, and wanted stays within it
+                moves += bulk.take(rows[legal], pos[legal], old, new, wanted, usage)
+                continue
+            for n in legal.tolist():
                 i = int(rows[n])
                 if not usage.room_for(i, new) or (not bulk.fresh[i] and not rule.allows(i, old, new)):
                     continue
@@ -393,6 +405,41 @@ class _Bulk:
             at = np.minimum(np.searchsorted(self.blocked, keys), len(self.blocked) - 1)
             ok &= ~self.fresh[rows] | (self.blocked[at] != keys)
         return np.flatnonzero(ok)
+
+    def take(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wanted: int, usage: Usage) -> int:
+        """Move up to ``wanted`` of the legal ``rows`` (in order) from ``old`` to ``new``; how many moved.
+
+        A fresh partition's move only adds (topic, old, new): a donor to a
+        receiver, which no other move of this phase reverses or is reversed
+        by, so runs of fresh ones move at once. A partition the plan changed
+        before is judged alone by the rule, in its turn.
+        """
+        moved = 0
+        changed = np.flatnonzero(~self.fresh[rows]).tolist()
+        start = 0
+        for stop in [*changed, len(rows)]:
+            run = min(stop, start + wanted - moved)
+            if run > start:
+                self._move_fresh(rows[start:run], pos[start:run], old, new, usage)
+                moved += run - start
+            if moved == wanted or stop == len(rows):
+                return moved
+            i = int(rows[stop])
+            if self.rule.allows(i, old, new):
+                self.move(i, int(pos[stop]), old, new)
+                usage.remove(i, old)
+                usage.add(i, new)
+                moved += 1
+            start = stop + 1
+        return moved
+
+    def _move_fresh(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int, usage: Usage) -> None:
+        self.rule.record_many(self.topic[rows].tolist(), old, new)
+        for i, p in zip(rows.tolist(), pos.tolist()):
+            self.assignment[i][p] = new
+        self.matrix[rows, pos] = new
+        self.moved[rows] = True
+        usage.move_many(rows, old, new)
 
     def move(self, i: int, position: int, old: int, new: int) -> None:
         self.rule.record(i, old, new)

@@ -26,6 +26,7 @@ class Usage:
     def __init__(self, assignment: list[list[int]], sizes: np.ndarray, view: ClusterView) -> None:
         self.view = view
         self.sizes = sizes.tolist()
+        self.sizes_array = np.asarray(sizes, dtype=np.int64)
         self.count = dict.fromkeys(view.eligible, 0)
         self.disk = dict.fromkeys(view.eligible, 0)
         if not any(assignment):
@@ -50,6 +51,14 @@ class Usage:
         if b in self.count:
             self.count[b] -= 1
             self.disk[b] -= self.sizes[i]
+
+    def move_many(self, parts: np.ndarray, old: int, new: int) -> None:
+        """:meth:`remove` from ``old`` and :meth:`add` to ``new`` of each of ``parts`` (both eligible)."""
+        moved = int(self.sizes_array[parts].sum())
+        self.count[old] -= len(parts)
+        self.count[new] += len(parts)
+        self.disk[old] -= moved
+        self.disk[new] += moved
 
     def room_for(self, i: int, b: int) -> bool:
         """May broker ``b`` take one more replica, of partition ``i``?"""
