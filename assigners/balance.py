@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.model import PAD, ClusterView, pad_to, replica_matrix, topic_codes
-from assigners.placement import Usage, evict_over_capacity, refill, topic_move_counts, topic_moves
+from assigners.placement import Usage, evict_over_capacity, refill, topic_move_counts
 
 
 def _domain_bits(view: ClusterView) -> dict[int, int]:
@@ -533,8 +533,7 @@ def settle(
     evict_over_capacity(assignment, usage)
     topics = topic_codes(partitions)
     refill(assignment, partitions["rf"].to_numpy(), usage, since, topics)
-    moved = None if since is None else topic_moves(since, assignment, topics)
-    balance_replica_counts(assignment, view, sizes, topics, usage, moved, since)
+    balance_replica_counts(assignment, view, sizes, topics, usage, live=since)  # forced moves count via since
     balance_leaders(assignment, view)
 
 

@@ -232,16 +232,21 @@ def _fewest_choices_first(assignment: list[list[int]], targets: list[int], view:
     """Partitions to refill, those with the fewest brokers in racks they do not use yet first: a partition
     bound to one rack's few brokers picks before one that could go anywhere, so the latter can still avoid
     reversing the former's move."""
-    per_domain: dict[str, int] = {}
+    short = np.array([i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t], dtype=np.int64)
+    if not len(short):
+        return []
+    names = sorted(set(view.domain_of.values()))
+    eligible_per_domain = np.zeros(len(names) + 1, dtype=np.int64)  # the last: brokers the view does not know
     for b in view.eligible:
-        per_domain[view.domain_of[b]] = per_domain.get(view.domain_of[b], 0) + 1
-    short = [i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t]
-
-    def choices(i: int) -> int:
-        used = {view.domain_of.get(b) for b in assignment[i]}
-        return sum(n for d, n in per_domain.items() if d not in used)
-
-    return sorted(short, key=lambda i: (choices(i), i))
+        eligible_per_domain[names.index(view.domain_of[b])] += 1
+    domains = np.sort(view.domain_matrix(replica_matrix([assignment[i] for i in short.tolist()])), axis=1)
+    first = np.ones(domains.shape, dtype=bool)
+    first[:, 1:] = domains[:, 1:] != domains[:, :-1]
+    known = (domains >= 0) & (domains < len(names))
+    used = np.where(first & known, eligible_per_domain[np.where(known, domains, len(names))], 0).sum(axis=1)
+    choices = len(view.eligible) - used
+    order: list[int] = short[np.lexsort((short, choices))].tolist()
+    return order
 
 
 def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: set[int]) -> Callable[[int], bool]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import CORE0_RESERVE, ClusterView, LoadWeights, prepare_brokers, prepare_partitions
-from assigners.placement import keep_valid, keep_valid_each
+from assigners.placement import _fewest_choices_first, keep_valid, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
@@ -274,3 +274,22 @@ def test_keep_valid_each_even_out_drops_from_the_fullest_broker_at_that_point():
     assert keep_valid_each(baselines, rf, view, even_out=True) == [[3, 2], [3, 2], [3, 2], [1, 3], [1, 3]]
     # without it, the later follower goes wherever it is
     assert keep_valid_each(baselines, rf, view) == [[3, 1], [3, 1], [3, 2], [1, 3], [1, 3]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=random_clusters(), drop=st.integers(0, 2))
+def test_property_refill_order_is_fewest_free_brokers_in_unused_racks_first(cluster, drop):
+    brokers, parts = cluster
+    view = ClusterView.from_brokers(prepare_brokers(brokers, Constraints()), Constraints())
+    assignment = [
+        list(r)[: max(0, len(r) - (i + drop) % 3)] + ([9999] if i % 5 == 0 else [])
+        for i, r in enumerate(parts["replicas"])
+    ]
+    targets = [len(r) + 1 for r in parts["replicas"]]
+
+    def free_brokers(i: int) -> int:  # eligible brokers in racks the partition does not use yet
+        used = {view.domain_of.get(b) for b in assignment[i]}
+        return sum(1 for b in view.eligible if view.domain_of[b] not in used)
+
+    short = [i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t]
+    assert _fewest_choices_first(assignment, targets, view) == sorted(short, key=lambda i: (free_brokers(i), i))
