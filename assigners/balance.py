@@ -164,6 +164,7 @@ def balance_replica_counts(
     usage: Usage | None = None,
     moved: set[tuple[int, int, int]] | None = None,
     live: list[list[int]] | None = None,
+    smallest_first: bool = False,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -194,7 +195,7 @@ def balance_replica_counts(
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     matrix = replica_matrix(assignment)
     rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix)
-    moves = _bulk_count_moves(assignment, usage, rule, matrix)
+    moves = _bulk_count_moves(assignment, usage, rule, matrix, smallest_first)
     if not _any_improving_pair(usage):
         return moves  # the exact loop would find nothing: skip building its index
     index = _ReplicaIndex(assignment, view)
@@ -291,7 +292,9 @@ class _TopicRule:
         self.count.update(self._pairs(i, self._after(i, old, new)))
 
 
-def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRule, matrix: np.ndarray) -> int:
+def _bulk_count_moves(
+    assignment: list[list[int]], usage: Usage, rule: _TopicRule, matrix: np.ndarray, smallest_first: bool = False
+) -> int:
     """The bulk of the balancing: replicas from brokers above their share straight to brokers below it.
 
     Share = total replicas x weight / total weight. Only a broker above the
@@ -300,7 +303,8 @@ def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRul
     the exact loop in :func:`balance_replica_counts` then finishes the few
     that are left (chains, rounding). Each donor gives to each receiver in
     turn as many replicas as both need, followers before leaders, in
-    partition order, picked in bulk on the replica matrix: a partition
+    partition order (``smallest_first``: the smallest first, the least data
+    to copy), picked in bulk on the replica matrix: a partition
     moves once here, so the rack rule is judged on its other replicas as
     they were, and its topic pairs against those made before (a receiver
     never gives here, so no move of this phase can reverse another).
@@ -318,7 +322,7 @@ def _bulk_count_moves(assignment: list[list[int]], usage: Usage, rule: _TopicRul
     receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
     if not donors or not receivers:
         return 0
-    bulk = _Bulk(assignment, matrix, view, bit, rule)
+    bulk = _Bulk(assignment, matrix, view, bit, rule, usage.sizes_array if smallest_first else None)
     moves = 0
     for old in donors:
         rows, pos = bulk.cells(old)
@@ -360,8 +364,15 @@ class _Bulk:
     topic pairs a partition's first move may not reverse, judged for many partitions at once."""
 
     def __init__(
-        self, assignment: list[list[int]], matrix: np.ndarray, view: ClusterView, bit: dict[int, int], rule: _TopicRule
+        self,
+        assignment: list[list[int]],
+        matrix: np.ndarray,
+        view: ClusterView,
+        bit: dict[int, int],
+        rule: _TopicRule,
+        sizes: np.ndarray | None,
     ) -> None:
+        """``sizes``: each donor's replicas are offered smallest first (else in partition order)."""
         self.assignment, self.bit, self.rule = assignment, bit, rule
         self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
@@ -370,7 +381,8 @@ class _Bulk:
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
         part, position = np.nonzero(valid)
         broker = self.matrix[part, position]
-        order = np.lexsort((part, position == 0, broker))  # per broker: followers, then leaders, by partition
+        by_size = np.zeros(len(part), dtype=np.int64) if sizes is None else sizes[part]
+        order = np.lexsort((part, by_size, position == 0, broker))  # per broker: followers first, then by size
         self.part, self.position, self.broker = part[order], position[order], broker[order]
         self.topic = np.asarray(rule.topic_of, dtype=np.int64)
         pairs = rule.pairs()
@@ -518,7 +530,11 @@ def _chain(parent: dict[int, tuple[int, int]], source: int, end: int) -> list[tu
 
 
 def settle(
-    assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterView, since: list[list[int]] | None = None
+    assignment: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    since: list[list[int]] | None = None,
+    smallest_first: bool = False,
 ) -> None:
     """The finish every count-balancing strategy shares, in place.
 
@@ -526,14 +542,15 @@ def settle(
     emptiest legal brokers, then replica counts and leaders are evened out.
     ``since``: the layout the plan's moves are counted from (the live one),
     for strategies that keep it; the changes made up to the balancing
-    (forced ones) then count for its A->B / B->A rule too.
+    (forced ones) then count for its A->B / B->A rule too. ``smallest_first``:
+    the count moves take each donor's smallest replicas first.
     """
     sizes = partitions["size_bytes"].to_numpy()
     usage = Usage(assignment, sizes, view)
     evict_over_capacity(assignment, usage)
     topics = topic_codes(partitions)
     refill(assignment, partitions["rf"].to_numpy(), usage, since, topics)
-    balance_replica_counts(assignment, view, sizes, topics, usage, live=since)  # forced moves count via since
+    balance_replica_counts(assignment, view, sizes, topics, usage, live=since, smallest_first=smallest_first)
     balance_leaders(assignment, view)
 
 

@@ -26,12 +26,18 @@ threshold, the one moving the fewest bytes wins (small or cold partitions
 first, a leadership transfer above all); otherwise the best gain per byte.
 A replica moves at most once in a plan, and never A->B and B->A in one topic.
 
-A legal cluster already within every threshold is left as it is (``skipped``).
+A legal cluster that gained empty brokers is a scale-out (Cruise Control's
+``add_broker``): replicas move only onto the new brokers, and a goal that
+this cannot meet is named in the notes (a plan made once that is executed
+evens out the rest). A legal cluster already within every threshold is left
+as it is (``skipped``).
 Goals that cannot be met are named in the notes with the broker and the
 partition that stands in the way.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -93,13 +99,13 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         )
         return frame
     onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty else None
-    if onto_new is not None and all(onto_new[1][1]):
-        replicas, (notes, met) = onto_new  # a scale-out that needs nothing but moves onto the new brokers
+    if onto_new is not None:  # a scale-out: replicas land only on the new brokers, the goals as far as that goes
+        replicas, (notes, met) = onto_new
+        if not all(met):
+            new = ", ".join(str(b) for b in sorted(empty))
+            notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
-        settle(replicas, partitions, view, since=partitions["current"].tolist())
-        notes, met = _search(replicas, partitions, view, resources, options)
-        if onto_new is not None and onto_new[1][1] >= met:  # lists of bools compare in priority order
-            replicas, (notes, met) = onto_new
+        replicas, (notes, met) = _settle_and_search(partitions, view, resources, options)
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -149,15 +155,61 @@ def _onto_new_brokers(
     return best
 
 
+def _settle_and_search(
+    partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
+    """The legal part of the preferred layout, counts evened, then the load goals: the plan, its notes and
+    the goals it meets.
+
+    The count moves first take each donor's smallest replicas: the least
+    data to copy, and the heavy ones stay where the load goals choose for
+    them. Where that leaves a goal not met that the rack rule does not put
+    out of reach, the counts are evened again taking replicas in partition
+    order, and the plan meeting more goals (then moving fewer replicas) is
+    kept: where a greedy search ends depends on where it starts.
+    """
+    live = partitions["current"].tolist()
+    best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+    for smallest_first in (True, False):
+
+        def start(smallest_first: bool = smallest_first) -> list[list[int]]:
+            preferred = [list(r) for r in partitions["preferred"]]
+            replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
+            settle(replicas, partitions, view, since=live, smallest_first=smallest_first)
+            return replicas
+
+        replicas = start()
+        reached = _search(replicas, partitions, view, resources, options, start)
+        if best is None:
+            best = replicas, reached
+            if not _stuck(reached[0]):
+                break
+        elif (reached[1], -_moves(replicas, live)) > (best[1][1], -_moves(best[0], live)):
+            best = replicas, reached
+    assert best is not None
+    return best
+
+
+def _stuck(notes: list[str]) -> bool:
+    """Do the notes name a goal not met that the rack rule alone does not put out of reach?"""
+    return any(NOT_MET in note for note in notes)
+
+
+def _moves(replicas: list[list[int]], live: list[list[int]]) -> int:
+    return sum(len(set(now) - set(was)) for now, was in zip(replicas, live))
+
+
 def _search(
     replicas: list[list[int]],
     partitions: pd.DataFrame,
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
+    start: Callable[[], list[list[int]]],
 ) -> tuple[list[str], list[bool]]:
     """The load goals from the settled layout, in place; where some stay unmet, searched again from the
-    same start trying more candidates wherever the usual ones are stuck, kept when it meets more goals.
+    same start (``start`` builds it again) trying more candidates wherever the usual ones are stuck, kept
+    when it meets more goals.
 
     The widening runs second and only where needed (a goal not met that
     the rack rule alone does not put out of reach): where the usual
@@ -166,15 +218,15 @@ def _search(
     search would not do: a different early action sends the greedy search
     down another path, which on some clusters meets fewer goals.
     """
-    start = [list(r) for r in replicas]
     reached = _reach_goals(replicas, partitions, view, resources, options)
     reached = _restart_from_own_plan(replicas, partitions, view, resources, options, reached)
-    if not any(NOT_MET in note for note in reached[0]):
+    if not _stuck(reached[0]):
         return reached  # every goal met, or out of reach by the rack rule alone: nothing to widen for
-    widened = _reach_goals(start, partitions, view, resources, options, widen=True)
-    widened = _restart_from_own_plan(start, partitions, view, resources, options, widened, widen=True)
+    wide = start()  # built again, not copied: at 1M partitions a copy of the layout is ~100 MB
+    widened = _reach_goals(wide, partitions, view, resources, options, widen=True)
+    widened = _restart_from_own_plan(wide, partitions, view, resources, options, widened, widen=True)
     if widened[1] > reached[1]:  # lists of bools compare in priority order
-        replicas[:] = start
+        replicas[:] = wide
         return widened
     return reached
 

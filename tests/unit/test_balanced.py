@@ -166,9 +166,10 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     Prints the distribution. Guards what holds today: on every cluster the
     solver proves reachable, balanced never beats the optimum where it meets
     every threshold (the oracle and the planner agree on the goals and the
-    rules), misses the thresholds on at most a tenth, and its mean ratio stays
-    at most 1.12x. Issue 12's target (<= 1.10x on average, <= 1.25x at worst,
-    no reachable threshold missed) is met on average, not yet at worst.
+    rules), misses the thresholds on at most 3, and its mean ratio stays at
+    most 1.10x (1.077 today). Issue 12's target (<= 1.10x on average, <= 1.25x
+    at worst, no reachable threshold missed) is met on average, not yet at
+    worst.
     """
     ratios, missed, solved = [], [], 0
     for kind, n_brokers, n_parts, seed in oracle_clusters():
@@ -190,8 +191,8 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
         f"reachable thresholds missed on {len(missed)}: {missed}"
     )
     assert solved >= 50
-    assert len(missed) <= 4  # 5 before the widening search
-    assert statistics.mean(ratios) <= 1.12
+    assert len(missed) <= 3  # 5 before the widening search, 4 before the count moves took the smallest first
+    assert statistics.mean(ratios) <= 1.10
 
 
 def test_a_goal_the_usual_candidates_get_stuck_on_is_met_by_the_widened_search():
@@ -216,39 +217,37 @@ def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_ne
     assert given == [[3], [1], [1], [1], [3], [2], [2], [2]]  # the hot one, and one cold one from broker 2
 
 
-def landed_on_old_brokers(kind: str, seed: int) -> tuple[bool, list[str]]:
-    """Plan a 6-broker cluster, execute it, add 3 empty brokers (one per rack) and plan again: was the
-    first plan within every threshold, and which partitions does the second move onto an old broker?"""
+def landed_on_old_brokers(kind: str, seed: int) -> list[str]:
+    """Plan a 6-broker cluster, execute it, add 3 empty brokers (one per rack) and plan again: which partitions
+    does the second plan move onto an old broker? (Its plan must be valid, and a goal it leaves unmet named.)"""
     brokers, parts = scenario(kind, 6, 50, seed=seed)
     first = plan(brokers, parts)
-    if not met_every_goal(first) or first.metrics.replica_spread_after > 1:
-        return False, []
     live = executed(parts, first.planned)[parts.columns]
     grown = brokers_frame([*brokers["broker_id"], 7, 8, 9], [*brokers["rack"], "r0", "r1", "r2"])
     again = plan(grown, live)
+    assert again.status == COMMITTED, again.error
     assert_valid(grown, live, again.planned, Constraints())
+    assert again.metrics.replica_spread_after <= 1, again.metrics
+    if not met_every_goal(again):
+        assert any(n.startswith("scale-out: replicas move only onto the new brokers 7, 8, 9") for n in again.notes)
     before = {(t, p): set(r) for t, p, r in zip(live["topic"], live["partition"], live["replicas"])}
-    return True, [
+    return [
         f"{t}:{p}"
         for t, p, r in zip(*(again.planned[c] for c in ("topic", "partition", "replicas")))
         if set(r) - before[(t, p)] - {7, 8, 9}
     ]
 
 
-def test_adding_empty_brokers_moves_replicas_only_onto_them_on_most_clusters():
-    """Issue 12's scale-out property (Cruise Control's add_broker): on 40 seeded clusters, planned, executed
-    and then given three empty brokers, the second plan moves replicas only onto the new brokers. Guards
-    what holds today: on at most 3 of the clusters whose first plan met every threshold does it still move
-    replicas between old brokers (it was 11 of 33 before the donations were chosen by load, 3 of 33 after,
-    3 of 35 since the widening search and the bulk count moves); prints which."""
-    checked, broken = 0, []
-    for seed in range(40):
-        kind = ("skewed", "drifted")[seed % 2]
-        within, landed = landed_on_old_brokers(kind, seed)
-        checked += within
-        if landed:
-            broken.append((kind, seed, len(landed)))
-    print(f"\nempty brokers added to {checked} balanced clusters: replicas moved between old brokers in {broken}")
-    assert checked >= 30 and len(broken) <= 3, broken
-    for kind, seed in (("skewed", 4), ("drifted", 5), ("skewed", 10)):  # the examples earlier xfails pinned
-        assert landed_on_old_brokers(kind, seed) == (True, []), (kind, seed)
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["skewed", "drifted"]))
+@example(seed=4, kind="skewed")  # examples earlier strict xfails pinned, and the last ones that traded
+@example(seed=5, kind="drifted")
+@example(seed=10, kind="skewed")
+@example(seed=21, kind="drifted")
+@example(seed=34, kind="skewed")
+@example(seed=35, kind="drifted")
+def test_property_adding_empty_brokers_moves_replicas_only_onto_them(seed, kind):
+    """Issue 12's scale-out property (Cruise Control's add_broker): a cluster planned, executed and then given
+    three empty brokers is planned with replicas moving only onto the new brokers (leaders may change), even
+    where that leaves a load goal unmet (the notes say so)."""
+    assert landed_on_old_brokers(kind, seed) == []
