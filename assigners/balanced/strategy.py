@@ -105,7 +105,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             new = ", ".join(str(b) for b in sorted(empty))
             notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
-        replicas, (notes, met) = _settle_and_search(partitions, view, resources, options)
+        replicas, (notes, met) = _settle_and_search(replicas, partitions, view, resources, options)
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -156,10 +156,14 @@ def _onto_new_brokers(
 
 
 def _settle_and_search(
-    partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+    kept: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
 ) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
-    """The legal part of the preferred layout, counts evened, then the load goals: the plan, its notes and
-    the goals it meets.
+    """From ``kept``, the legal part of the preferred layout (used up), counts evened, then the load goals:
+    the plan, its notes and the goals it meets.
 
     The count moves first take each donor's smallest replicas: the least
     data to copy, and the heavy ones stay where the load goals choose for
@@ -170,15 +174,18 @@ def _settle_and_search(
     """
     live = partitions["current"].tolist()
     best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+
+    def preferred() -> list[list[int]]:
+        return [list(r) for r in partitions["preferred"]]
+
     for smallest_first in (True, False):
 
-        def start(smallest_first: bool = smallest_first) -> list[list[int]]:
-            preferred = [list(r) for r in partitions["preferred"]]
-            replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
+        def start(smallest_first: bool = smallest_first, reuse: bool = False) -> list[list[int]]:
+            replicas = kept if reuse else keep_valid_each(preferred(), partitions["rf"].tolist(), view, even_out=True)
             settle(replicas, partitions, view, since=live, smallest_first=smallest_first)
             return replicas
 
-        replicas = start()
+        replicas = start(reuse=best is None)
         reached = _search(replicas, partitions, view, resources, options, start)
         if best is None:
             best = replicas, reached
