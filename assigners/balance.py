@@ -419,31 +419,32 @@ class _Bulk:
         return np.flatnonzero(ok)
 
     def take(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wanted: int, usage: Usage) -> int:
-        """Move up to ``wanted`` of the legal ``rows`` (in order) from ``old`` to ``new``; how many moved.
+        """Move the first ``wanted`` of the legal ``rows`` (in order) that the rule allows from ``old`` to
+        ``new``; how many moved.
 
         A fresh partition's move only adds (topic, old, new): a donor to a
         receiver, which no other move of this phase reverses or is reversed
-        by, so runs of fresh ones move at once. A partition the plan changed
-        before is judged alone by the rule, in its turn.
+        by, so the fresh ones move at once. A partition the plan changed
+        before is judged alone by the rule, in its turn among the others
+        like it (their pairs can reverse each other's).
         """
-        moved = 0
-        changed = np.flatnonzero(~self.fresh[rows]).tolist()
-        start = 0
-        for stop in [*changed, len(rows)]:
-            run = min(stop, start + wanted - moved)
-            if run > start:
-                self._move_fresh(rows[start:run], pos[start:run], old, new, usage)
-                moved += run - start
-            if moved == wanted or stop == len(rows):
-                return moved
-            i = int(rows[stop])
+        fresh = self.fresh[rows]
+        fresh_before = np.cumsum(fresh) - fresh
+        accepted = fresh.copy()
+        taken = 0
+        for j in np.flatnonzero(~fresh).tolist():
+            if int(fresh_before[j]) + taken >= wanted:
+                break  # enough come before it
+            i = int(rows[j])
             if self.rule.allows(i, old, new):
-                self.move(i, int(pos[stop]), old, new)
+                self.move(i, int(pos[j]), old, new)
                 usage.remove(i, old)
                 usage.add(i, new)
-                moved += 1
-            start = stop + 1
-        return moved
+                accepted[j] = True
+                taken += 1
+        chosen = accepted & (np.cumsum(accepted) <= wanted)
+        self._move_fresh(rows[chosen & fresh], pos[chosen & fresh], old, new, usage)
+        return int(chosen.sum())
 
     def _move_fresh(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int, usage: Usage) -> None:
         self.rule.record_many(self.topic[rows].tolist(), old, new)
