@@ -28,9 +28,9 @@ A replica moves at most once in a plan, and never A->B and B->A in one topic.
 
 A legal cluster that gained empty brokers is a scale-out (Cruise Control's
 ``add_broker``): replicas move only onto the new brokers, and a goal that
-this cannot meet is named in the notes (a plan made once that is executed
-evens out the rest). A legal cluster already within every threshold is left
-as it is (``skipped``).
+this cannot meet is named in the notes (planning again once it is executed
+may even out the rest). A legal cluster already within every threshold is
+left as it is (``skipped``).
 Goals that cannot be met are named in the notes with the broker and the
 partition that stands in the way.
 """
