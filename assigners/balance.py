@@ -257,10 +257,10 @@ class _TopicRule:
         return all(self.count[(t, b, a)] <= 0 for t, a, b in added)
 
     def pairs(self) -> list[tuple[int, int, int]]:
-        """The (topic, from, to) pairs that forbid their reverse now."""
+        """The (topic, from, to) pairs that forbid their reverse now (in no particular order)."""
         if self.live is None:
-            return sorted(self.moved)
-        return sorted(key for key, n in self.count.items() if n > 0)
+            return list(self.moved)
+        return [key for key, n in self.count.items() if n > 0]
 
     def fresh(self, matrix: np.ndarray) -> np.ndarray:
         """Per partition (``matrix``: the assignment's): does its next move only add the pair (topic, old,
