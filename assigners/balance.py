@@ -338,9 +338,7 @@ def _bulk_count_moves(
                 i = int(rows[n])
                 if not usage.room_for(i, new) or (not bulk.fresh[i] and not rule.allows(i, old, new)):
                     continue
-                bulk.move(i, int(pos[n]), old, new)
-                usage.remove(i, old)
-                usage.add(i, new)
+                bulk.move(i, int(pos[n]), old, new, usage)
                 moves += 1
                 wanted -= 1
                 if not wanted:
@@ -385,10 +383,9 @@ class _Bulk:
         order = np.lexsort((part, by_size, position == 0, broker))  # per broker: followers first, then by size
         self.part, self.position, self.broker = part[order], position[order], broker[order]
         self.topic = np.asarray(rule.topic_of, dtype=np.int64)
-        pairs = rule.pairs()
-        named = [b for _, a, b in pairs] + [a for _, a, _ in pairs] + list(view.eligible)
-        self.ids = np.unique(np.concatenate([broker, np.asarray(named, dtype=np.int64)]))
-        triples = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+        triples = np.asarray(rule.pairs(), dtype=np.int64).reshape(-1, 3)
+        eligible = np.asarray(view.eligible, dtype=np.int64)
+        self.ids = np.unique(np.concatenate([broker, triples[:, 1], triples[:, 2], eligible]))
         self.blocked = np.sort(self.keys(triples[:, 0], triples[:, 1], triples[:, 2]))
         self.fresh = rule.fresh(self.matrix)
 
@@ -437,9 +434,7 @@ class _Bulk:
                 break  # enough come before it
             i = int(rows[j])
             if self.rule.allows(i, old, new):
-                self.move(i, int(pos[j]), old, new)
-                usage.remove(i, old)
-                usage.add(i, new)
+                self.move(i, int(pos[j]), old, new, usage)
                 accepted[j] = True
                 taken += 1
         chosen = accepted & (np.cumsum(accepted) <= wanted)
@@ -454,11 +449,14 @@ class _Bulk:
         self.moved[rows] = True
         usage.move_many(rows, old, new)
 
-    def move(self, i: int, position: int, old: int, new: int) -> None:
+    def move(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
+        """One partition's replica from ``old`` to ``new``: rule, lists, matrix and usage."""
         self.rule.record(i, old, new)
         self.assignment[i][position] = new
         self.matrix[i, position] = new
         self.moved[i] = True
+        usage.remove(i, old)
+        usage.add(i, new)
 
 
 def _improves(usage: Usage, donor: int, receiver: int) -> bool:
