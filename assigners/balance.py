@@ -164,7 +164,7 @@ def balance_replica_counts(
     usage: Usage | None = None,
     moved: set[tuple[int, int, int]] | None = None,
     live: list[list[int]] | None = None,
-    smallest_first: bool = False,
+    take_first: np.ndarray | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -177,7 +177,8 @@ def balance_replica_counts(
     of a topic from B to A after another went from A to B (``topics`` codes;
     ``moved`` seeds the (topic, from, to) the plan already makes, e.g. forced;
     with ``live``, moves are judged against the live layout: moving a replica
-    the plan placed moves on what it replaced, see :class:`_TopicRule`).
+    the plan placed moves on what it replaced, see :class:`_TopicRule`;
+    ``take_first``: which replicas a donor gives first, see :func:`_bulk_count_moves`).
     Returns the number of moves made.
 
     Notes
@@ -195,7 +196,7 @@ def balance_replica_counts(
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     matrix = replica_matrix(assignment)
     rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix)
-    moves = _bulk_count_moves(assignment, usage, rule, matrix, smallest_first)
+    moves = _bulk_count_moves(assignment, usage, rule, matrix, take_first)
     if not _any_improving_pair(usage):
         return moves  # the exact loop would find nothing: skip building its index
     index = _ReplicaIndex(assignment, view)
@@ -293,7 +294,11 @@ class _TopicRule:
 
 
 def _bulk_count_moves(
-    assignment: list[list[int]], usage: Usage, rule: _TopicRule, matrix: np.ndarray, smallest_first: bool = False
+    assignment: list[list[int]],
+    usage: Usage,
+    rule: _TopicRule,
+    matrix: np.ndarray,
+    take_first: np.ndarray | None = None,
 ) -> int:
     """The bulk of the balancing: replicas from brokers above their share straight to brokers below it.
 
@@ -303,8 +308,8 @@ def _bulk_count_moves(
     the exact loop in :func:`balance_replica_counts` then finishes the few
     that are left (chains, rounding). Each donor gives to each receiver in
     turn as many replicas as both need, followers before leaders, in
-    partition order (``smallest_first``: the smallest first, the least data
-    to copy), picked in bulk on the replica matrix: a partition
+    partition order (``take_first``: by that key per partition, lowest
+    first; the sizes take the least data to copy), picked in bulk on the replica matrix: a partition
     moves once here, so the rack rule is judged on its other replicas as
     they were, and its topic pairs against those made before (a receiver
     never gives here, so no move of this phase can reverse another).
@@ -322,7 +327,7 @@ def _bulk_count_moves(
     receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
     if not donors or not receivers:
         return 0
-    bulk = _Bulk(assignment, matrix, view, bit, rule, usage.sizes_array if smallest_first else None)
+    bulk = _Bulk(assignment, matrix, view, bit, rule, take_first)
     moves = 0
     for old in donors:
         rows, pos = bulk.cells(old)
@@ -368,9 +373,10 @@ class _Bulk:
         view: ClusterView,
         bit: dict[int, int],
         rule: _TopicRule,
-        sizes: np.ndarray | None,
+        take_first: np.ndarray | None,
     ) -> None:
-        """``sizes``: each donor's replicas are offered smallest first (else in partition order)."""
+        """``take_first``: a key per partition, each donor's replicas offered lowest first (else in
+        partition order)."""
         self.assignment, self.bit, self.rule = assignment, bit, rule
         self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
@@ -379,8 +385,8 @@ class _Bulk:
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
         part, position = np.nonzero(valid)
         broker = self.matrix[part, position]
-        by_size = np.zeros(len(part), dtype=np.int64) if sizes is None else sizes[part]
-        order = np.lexsort((part, by_size, position == 0, broker))  # per broker: followers first, then by size
+        first = np.zeros(len(part), dtype=np.int64) if take_first is None else take_first[part]
+        order = np.lexsort((part, first, position == 0, broker))  # per broker: followers first, then by the key
         self.part, self.position, self.broker = part[order], position[order], broker[order]
         self.topic = np.asarray(rule.topic_of, dtype=np.int64)
         triples = np.asarray(rule.pairs(), dtype=np.int64).reshape(-1, 3)
@@ -533,7 +539,7 @@ def settle(
     partitions: pd.DataFrame,
     view: ClusterView,
     since: list[list[int]] | None = None,
-    smallest_first: bool = False,
+    take_first: np.ndarray | None = None,
 ) -> None:
     """The finish every count-balancing strategy shares, in place.
 
@@ -541,15 +547,15 @@ def settle(
     emptiest legal brokers, then replica counts and leaders are evened out.
     ``since``: the layout the plan's moves are counted from (the live one),
     for strategies that keep it; the changes made up to the balancing
-    (forced ones) then count for its A->B / B->A rule too. ``smallest_first``:
-    the count moves take each donor's smallest replicas first.
+    (forced ones) then count for its A->B / B->A rule too. ``take_first``: a
+    key per partition; the count moves take each donor's replicas lowest first.
     """
     sizes = partitions["size_bytes"].to_numpy()
     usage = Usage(assignment, sizes, view)
     evict_over_capacity(assignment, usage)
     topics = topic_codes(partitions)
     refill(assignment, partitions["rf"].to_numpy(), usage, since, topics)
-    balance_replica_counts(assignment, view, sizes, topics, usage, live=since, smallest_first=smallest_first)
+    balance_replica_counts(assignment, view, sizes, topics, usage, live=since, take_first=take_first)
     balance_leaders(assignment, view)
 
 

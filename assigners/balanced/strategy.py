@@ -26,6 +26,11 @@ threshold, the one moving the fewest bytes wins (small or cold partitions
 first, a leadership transfer above all); otherwise the best gain per byte.
 A replica moves at most once in a plan, and never A->B and B->A in one topic.
 
+Where a greedy search ends depends on where it starts: a cluster that
+stays short of a reachable goal is searched again wider and from counts
+evened in another order, and a small one from every order, keeping the
+plan that meets more goals, then moves fewer.
+
 A legal cluster that gained empty brokers is a scale-out (Cruise Control's
 ``add_broker``): replicas move only onto the new brokers, and a goal that
 this cannot meet is named in the notes (planning again once it is executed
@@ -60,6 +65,7 @@ from assigners.model import (
 from assigners.placement import Usage, keep_valid_each, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
+EVERY_START_UP_TO = 5_000  # replicas: a cluster this small is searched from every count order, fewest moves kept
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 
 
@@ -167,34 +173,52 @@ def _settle_and_search(
 
     The count moves first take each donor's smallest replicas: the least
     data to copy, and the heavy ones stay where the load goals choose for
-    them. Where that leaves a goal not met that the rack rule does not put
-    out of reach, the counts are evened again taking replicas in partition
-    order, and the plan meeting more goals (then moving fewer replicas) is
-    kept: where a greedy search ends depends on where it starts.
+    them. Where a greedy search ends depends on where it starts, so the
+    counts are evened again taking replicas in the other orders of
+    :func:`_count_orders` and the plan meeting more goals (then moving
+    fewer replicas) is kept: on a cluster of up to :data:`EVERY_START_UP_TO`
+    replicas from every order, on a larger one from partition order only
+    where the first leaves a goal not met that the rack rule does not put
+    out of reach.
     """
     live = partitions["current"].tolist()
+    small = int(partitions["rf"].sum()) <= EVERY_START_UP_TO
     best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+    best_moves = 0
 
     def preferred() -> list[list[int]]:
         return [list(r) for r in partitions["preferred"]]
 
-    for smallest_first in (True, False):
+    for order in _count_orders(partitions)[: None if small else 2]:
+        if best is not None and not small and not _stuck(best[1][0]):
+            break
 
-        def start(smallest_first: bool = smallest_first, reuse: bool = False) -> list[list[int]]:
+        def start(order: np.ndarray | None = order, reuse: bool = False) -> list[list[int]]:
             replicas = kept if reuse else keep_valid_each(preferred(), partitions["rf"].tolist(), view, even_out=True)
-            settle(replicas, partitions, view, since=live, smallest_first=smallest_first)
+            settle(replicas, partitions, view, since=live, take_first=order)
             return replicas
 
         replicas = start(reuse=best is None)
         reached = _search(replicas, partitions, view, resources, options, start)
-        if best is None:
-            best = replicas, reached
-            if not _stuck(reached[0]):
-                break
-        elif (reached[1], -_moves(replicas, live)) > (best[1][1], -_moves(best[0], live)):
-            best = replicas, reached
+        moves = _moves(replicas, live)
+        if best is None or (reached[1], -moves) > (best[1][1], -best_moves):  # goals in priority order
+            best, best_moves = (replicas, reached), moves
     assert best is not None
     return best
+
+
+def _count_orders(partitions: pd.DataFrame) -> list[np.ndarray | None]:
+    """The orders the count moves may take each donor's replicas in, as keys (lowest first; None: partition
+    order): smallest, partition order, largest, coldest and hottest by bytes_in.
+
+    Which replicas even the counts decides where the load goals start: the
+    smallest copy the least data, the largest or hottest leave a broker
+    heavy on disk or network lighter at once, the coldest leave room for
+    hot ones to come.
+    """
+    sizes = partitions["size_bytes"].to_numpy(dtype=float)
+    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    return [sizes, None, -sizes, bytes_in, -bytes_in]
 
 
 def _stuck(notes: list[str]) -> bool:

@@ -166,10 +166,10 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     Prints the distribution. Guards what holds today: on every cluster the
     solver proves reachable, balanced never beats the optimum where it meets
     every threshold (the oracle and the planner agree on the goals and the
-    rules), misses the thresholds on at most 3, and its mean ratio stays at
-    most 1.10x (1.077 today). Issue 12's target (<= 1.10x on average, <= 1.25x
-    at worst, no reachable threshold missed) is met on average, not yet at
-    worst.
+    rules), misses the thresholds on at most 2, goes over 1.25x on at most
+    one, and its mean ratio stays at most 1.10x (1.050 today). Issue 12's
+    target (<= 1.10x on average, <= 1.25x at worst, no reachable threshold
+    missed) is met on average, not yet at worst.
     """
     ratios, missed, solved = [], [], 0
     for kind, n_brokers, n_parts, seed in oracle_clusters():
@@ -191,7 +191,8 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
         f"reachable thresholds missed on {len(missed)}: {missed}"
     )
     assert solved >= 50
-    assert len(missed) <= 3  # 5 before the widening search, 4 before the count moves took the smallest first
+    assert len(missed) <= 2  # 5 before the widening search, 4 before the smallest first, 3 before every order
+    assert sum(ratio > 1.25 for ratio in ratios) <= 1  # 4 before every count order was searched
     assert statistics.mean(ratios) <= 1.10
 
 
@@ -203,6 +204,19 @@ def test_a_goal_the_usual_candidates_get_stuck_on_is_met_by_the_widened_search()
     assert met_every_goal(result), result.notes
     assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
     assert_valid(brokers, parts, result.planned, Constraints())
+
+
+def test_a_small_cluster_is_searched_from_every_count_order_and_the_fewest_moves_kept():
+    # broker_added/6/38/102: evening the counts smallest first, in partition order or largest first leaves
+    # bytes_out at 1.07x on broker 2; coldest by bytes_in first meets every goal with CP-SAT's 29 moves.
+    # rf_gt_racks/6/52/104: smallest first meets every goal with 13 moves, partition order with 10 (CP-SAT: 9)
+    for (kind, n_parts, seed), most in ((("broker_added", 38, 102), 29), (("rf_gt_racks", 52, 104), 10)):
+        brokers, parts = scenario(kind, 6, n_parts, seed=seed)
+        result = plan(brokers, parts)
+        assert met_every_goal(result), (kind, result.notes)
+        assert result.metrics.moves <= most, (kind, result.metrics.moves)
+        assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
+        assert_valid(brokers, parts, result.planned, Constraints())
 
 
 def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_new_ones():

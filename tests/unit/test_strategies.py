@@ -251,6 +251,16 @@ def test_bulk_count_moves_keep_the_topic_rule_for_fresh_and_changed_partitions()
     assert plan == [[2], [2], [3], [1], [1], [1], [3]] and moves == 4
 
 
+def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
+    # broker 1 holds 5 (share 2.5), broker 2 none: it gives 2, the lowest keys first (partition order without)
+    view = ClusterView.from_brokers(prepare_brokers(brokers_frame([1, 2], ["a", "a"]), Constraints()), Constraints())
+    key = np.array([3.0, 1.0, 5.0, 2.0, 4.0])
+    for take_first, moved in ((None, {0, 1}), (key, {1, 3}), (-key, {2, 4})):
+        plan = [[1] for _ in range(5)]
+        assert balance_replica_counts(plan, view, take_first=take_first) == 2
+        assert {i for i, r in enumerate(plan) if r == [2]} == moved
+
+
 def zipf_cluster(n_brokers: int, n_racks: int, n_parts: int, a: float, seed: int = 7, ranked: bool = False):
     rng = np.random.default_rng(seed)
     brokers = brokers_frame(list(range(1, n_brokers + 1)), racks=[f"r{i % n_racks}" for i in range(n_brokers)])
