@@ -26,10 +26,12 @@ threshold, the one moving the fewest bytes wins (small or cold partitions
 first, a leadership transfer above all); otherwise the best gain per byte.
 A replica moves at most once in a plan, and never A->B and B->A in one topic.
 
-Where a greedy search ends depends on where it starts: a cluster that
-stays short of a reachable goal is searched again wider and from counts
-evened in another order, and a small one from every order, keeping the
-plan that meets more goals, then moves fewer.
+Where a goal on the leaders' load stays unmet, the leaders are annealed
+(:mod:`assigners.balanced.leaders`): leadership moves no data, so a wider
+search there costs no move. Where a greedy search ends depends on where
+it starts: a cluster that stays short of a reachable goal is searched
+again wider and from counts evened in another order, and a small one from
+every order, keeping the plan that meets more goals, then moves fewer.
 
 A legal cluster that gained empty brokers is a scale-out (Cruise Control's
 ``add_broker``): replicas move only onto the new brokers, and a goal that
@@ -49,7 +51,8 @@ import pandas as pd
 
 from assigners.balance import balance_leaders, settle
 from assigners.balanced.donate import donate, donation_amounts
-from assigners.balanced.goals import NOT_MET, balance_goal, count_notes
+from assigners.balanced.goals import NOT_MET, balance_goal, count_notes, goal_note
+from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
 from assigners.model import (
@@ -326,6 +329,8 @@ def _reach_goals(
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
         if not search.actions - before + undo_needless_moves(search):
             break
+    if anneal_leaders(search):  # the goals on the leaders' load, searched further at no cost in moves
+        notes = [*count_notes(search), *(note for resource in resources if (note := goal_note(search, resource)))]
     return notes, search.goals_met()
 
 
