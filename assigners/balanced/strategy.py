@@ -68,7 +68,7 @@ from assigners.model import (
 from assigners.placement import Usage, keep_valid_each, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
-EVERY_START_UP_TO = 5_000  # replicas: a cluster this small is searched from every count order, fewest moves kept
+EVERY_START_UP_TO = 1_000  # replicas: every count order tried (<= ~0.5 s; at 5k: 7x the time, no fewer moves)
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 
 
