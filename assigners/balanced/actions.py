@@ -175,12 +175,14 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     return out
 
 
-def partner(search: GoalSearch, k: int, c: int, top: int) -> Held:
-    """Broker slot ``c`` as a partner of ``top`` for goal ``k``'s options (see :data:`Held`)."""
+def partner(search: GoalSearch, k: int, c: int, top: int, on_top: np.ndarray) -> Held:
+    """Broker slot ``c`` as a partner of ``top`` for goal ``k``'s options (see :data:`Held`); ``on_top``:
+    the partitions with a replica on ``top``, ascending."""
     rows, leads, amounts = search.rows_and_amounts(k, c)
-    home = int(search.brokers[top])
+    moved = np.flatnonzero(search.moved_in[rows])
+    parts = search.part[rows[moved]]
+    at = np.minimum(np.searchsorted(on_top, parts), max(len(on_top) - 1, 0))
+    still_on_top = on_top[at] == parts if len(on_top) else np.zeros(len(parts), dtype=bool)
     from_top = np.zeros(len(rows), dtype=bool)
-    for n in np.flatnonzero(search.moved_in[rows]).tolist():
-        i = int(search.part[rows[n]])
-        from_top[n] = home in search.live[i] and home not in search.replicas[i]
+    from_top[moved] = (search.live_matrix[parts] == search.brokers[top]).any(axis=1) & ~still_on_top
     return c, rows, leads, amounts, from_top
