@@ -31,7 +31,8 @@ Where a goal on the leaders' load stays unmet, the leaders are annealed
 search there costs no move. Where a greedy search ends depends on where
 it starts: a cluster that stays short of a reachable goal is searched
 again wider and from counts evened in another order, and a small one from
-every order, keeping the plan that meets more goals, then moves fewer.
+every order, keeping the plan that meets more goals, then moves fewer,
+and then rebuilt around parts of itself while that moves fewer.
 
 A legal cluster that gained empty brokers is a scale-out (Cruise Control's
 ``add_broker``): replicas move only onto the new brokers, and a goal that
@@ -44,6 +45,7 @@ partition that stands in the way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -55,6 +57,7 @@ from assigners.balanced.goals import NOT_MET, balance_goal, count_notes, goal_no
 from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
+from assigners.metrics import minimum_moves
 from assigners.model import (
     NOTES,
     SKIP_REASON,
@@ -68,7 +71,8 @@ from assigners.model import (
 from assigners.placement import Usage, keep_valid_each, topic_moves
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
-EVERY_START_UP_TO = 1_000  # replicas: every count order tried (<= ~0.5 s; at 5k: 7x the time, no fewer moves)
+SMALL = 600  # replicas: every count order tried, then rebuilt (<= ~1 s; at 4,800: 7x the time, no fewer moves)
+RECREATES = 20  # rebuilds of a small cluster's plan at most (~15 ms each; oracle mean: 1.018x, 40: 1.016x, 60: 1.012x)
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 
 
@@ -179,13 +183,14 @@ def _settle_and_search(
     them. Where a greedy search ends depends on where it starts, so the
     counts are evened again taking replicas in the other orders of
     :func:`_count_orders` and the plan meeting more goals (then moving
-    fewer replicas) is kept: on a cluster of up to :data:`EVERY_START_UP_TO`
-    replicas from every order, on a larger one from partition order only
-    where the first leaves a goal not met that the rack rule does not put
-    out of reach.
+    fewer replicas) is kept: on a cluster of up to :data:`SMALL`
+    replicas from every order (and the best then rebuilt by
+    :func:`_fewer_moves`), on a larger one from partition order only where
+    the first leaves a goal not met that the rack rule does not put out of
+    reach.
     """
     live = partitions["current"].tolist()
-    small = int(partitions["rf"].sum()) <= EVERY_START_UP_TO
+    small = int(partitions["rf"].sum()) <= SMALL
     best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
     best_moves = 0
 
@@ -207,7 +212,50 @@ def _settle_and_search(
         if best is None or (reached[1], -moves) > (best[1][1], -best_moves):  # goals in priority order
             best, best_moves = (replicas, reached), moves
     assert best is not None
-    return best
+    return _fewer_moves(best, partitions, view, resources, options) if small else best
+
+
+def _fewer_moves(
+    plan: tuple[list[list[int]], tuple[list[str], list[bool]]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
+    """A small cluster's plan rebuilt around parts of itself: large neighbourhood search (Shaw, 1998; "ruin
+    and recreate", Schrimpf et al., 2000).
+
+    The replicas of one moved partition, then of two, go back to their live
+    brokers (where legal); the counts are evened and the goals searched
+    again from there. A rebuilt plan meeting more goals, or as many with
+    fewer moves, replaces the plan and the next round starts from it; a
+    round without gain, or :data:`RECREATES` rebuilds, ends the search. The
+    greedy search commits to its first moves; this lets the plan drop
+    ones a different start would not need (oracle: mean 1.033x -> 1.018x,
+    worst 1.40x -> 1.25x).
+    """
+    replicas, reached = plan
+    live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
+    if all(reached[1]) and not reached[0] and _moves(replicas, live) <= minimum_moves(live, np.asarray(rf), view):
+        return plan  # every goal met with the fewest moves a count-balanced plan needs: nothing to gain
+    smallest = partitions["size_bytes"].to_numpy(dtype=float)
+    key = (reached[1], -_moves(replicas, live))
+    tries = 0
+    while tries < RECREATES:
+        moved = [i for i, (now, was) in enumerate(zip(replicas, live)) if set(now) != set(was)]
+        for ruined in itertools.chain(((i,) for i in moved), itertools.combinations(moved, 2)):
+            if tries == RECREATES:
+                break
+            tries += 1
+            again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
+            settle(again, partitions, view, since=live, take_first=smallest)
+            rebuilt = _reach_goals(again, partitions, view, resources, options)
+            if (rebuilt[1], -_moves(again, live)) > key:
+                replicas, reached, key = again, rebuilt, (rebuilt[1], -_moves(again, live))
+                break
+        else:
+            break  # a whole round without gain
+    return replicas, reached
 
 
 def _count_orders(partitions: pd.DataFrame) -> list[np.ndarray | None]:

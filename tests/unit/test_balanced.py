@@ -168,10 +168,10 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     Prints the distribution. Guards what holds today: on every cluster the
     solver proves reachable, balanced never beats the optimum where it meets
     every threshold (the oracle and the planner agree on the goals and the
-    rules), misses the thresholds on at most 1, goes over 1.25x on at most
-    one, and its mean ratio stays at most 1.10x (1.033 today). Issue 12's
+    rules), misses the thresholds on at most 1, and its ratio stays at
+    most 1.10x on average (1.018 today) and 1.25x at worst. Issue 12's
     target (<= 1.10x on average, <= 1.25x at worst, no reachable threshold
-    missed) is met on average, not yet at worst.
+    missed) is met but for one miss (rf_gt_racks/7/21/204).
     """
     ratios, missed, solved = [], [], 0
     for kind, n_brokers, n_parts, seed in oracle_clusters():
@@ -194,7 +194,7 @@ def test_moves_against_the_exact_optimum_on_small_clusters():
     )
     assert solved >= 50
     assert len(missed) <= 1  # 5 before the widening, 4 before smallest first, 3 before every order, 2 before annealing
-    assert sum(ratio > 1.25 for ratio in ratios) <= 1  # 4 before every count order was searched
+    assert max(ratios) <= 1.25  # 2.40 before every count order, the annealing and the rebuilds
     assert statistics.mean(ratios) <= 1.10
 
 
@@ -261,6 +261,18 @@ def test_property_annealing_the_leaders_moves_no_data_and_never_meets_fewer_goal
     for b, was in enumerate(in_band):
         low, high = search.band(b, 1)
         assert not was or low <= search.leaders[b] <= high
+
+
+def test_a_small_clusters_plan_is_rebuilt_around_parts_of_itself_while_that_moves_fewer():
+    # rf_gt_racks/6/26/169: the best greedy start meets every goal with 7 moves (12 before the count orders
+    # and the annealing); putting back one or two moved partitions and searching again finds 6 (CP-SAT: 5)
+    brokers, parts = scenario("rf_gt_racks", 6, 26, seed=169)
+    result = plan(brokers, parts)
+    assert met_every_goal(result), result.notes
+    assert result.metrics.moves <= 6
+    assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
+    assert_valid(brokers, parts, result.planned, Constraints())
+    assert back_and_forth(parts, result.planned) == []
 
 
 def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_new_ones():
