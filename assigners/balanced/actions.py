@@ -26,6 +26,40 @@ Held = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
 
+class LedHere:
+    """For one round on broker ``top``: per broker, the replicas it leads of partitions ``top`` holds (a
+    follower there), the ones a leadership pair or cycle can hand back to ``top``. Built once per broker a
+    round asks for (it asks for the same few many times)."""
+
+    def __init__(self, search: GoalSearch, top: int) -> None:
+        self.search, self.top = search, top
+        self._holds: np.ndarray | None = None
+        self._led: dict[int, np.ndarray] = {}
+
+    def on(self, c: int) -> np.ndarray:
+        """Rows broker slot ``c`` leads of partitions ``top`` holds, in row order."""
+        if c not in self._led:
+            search = self.search
+            if self._holds is None:
+                self._holds = np.zeros(len(search.first_row) - 1, dtype=bool)
+                self._holds[search.part[search.rows_on(self.top)]] = True
+            rows = search.rows_on(c)
+            self._led[c] = rows[search.lead[rows] & self._holds[search.part[rows]]]
+        return self._led[c]
+
+
+def lowest(values: np.ndarray, k: int) -> list[int]:
+    """Indexes of the ``k`` lowest values, lowest first, ties in index order: a stable argsort's first ``k``
+    without sorting the whole array (a partner broker holds tens of thousands of replicas)."""
+    if len(values) > 4 * k:
+        near = np.flatnonzero(values <= np.partition(values, k - 1)[k - 1])
+        order = near[np.argsort(values[near], kind="stable")]
+    else:  # short: sorting it all is as cheap
+        order = np.argsort(values, kind="stable")
+    picked: list[int] = order[:k].tolist()
+    return picked
+
+
 def option_key(
     search: GoalSearch, k: int, top: int, c: int, new_top: float, new_c: float, cost: tuple[int, int] = (0, 0)
 ) -> tuple[float, int, float] | None:
@@ -39,7 +73,7 @@ def option_key(
     return (0.0, moves, float(moved)) if fixes else (1.0, moves, moved / (peak - new_peak))
 
 
-def transfers(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
+def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -> list[Option]:
     """Leadership of ``r``'s partition from ``top`` to one of its followers, alone (kind 0) or
     paired with a partition led there that ``top`` follows (kind 0 too: leader counts stay, no data moves).
     """
@@ -50,7 +84,6 @@ def transfers(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
     delta = search.as_leader[k][i] - search.as_follower[k][i]
     if delta <= 0:
         return []
-    followed_by_top = None
     for row in range(int(search.first_row[i]), int(search.first_row[i + 1])):
         c = int(search.slot[row])
         if row == r:
@@ -58,16 +91,13 @@ def transfers(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
         key = option_key(search, k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c])
         if key is not None:
             out.append((*key, 0, row, ((r, top, False, False), (row, c, True, False))))
-        if followed_by_top is None:
-            followed_by_top = search.part[search.rows_on(top)]
-        led = search.rows_on(c)
-        led = led[search.lead[led] & np.isin(search.part[led], followed_by_top)]
+        led = led_here.on(c)
         back = search.row_amount[k][led] - search.follower_amount(k, led)
         led, back = led[back < delta], back[back < delta]
         if not len(led):
             continue
         new_top, new_c = load[top] - (delta - back) / cap[top], load[c] + (delta - back) / cap[c]
-        for n in np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist():
+        for n in lowest(np.maximum(new_top, new_c), CANDIDATES):
             j_lead = int(led[n])
             key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]))
             if key is not None:
@@ -82,7 +112,7 @@ def transfers(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
     return out
 
 
-def transfer_chains(search: GoalSearch, k: int, r: int, top: int) -> list[Option]:
+def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -> list[Option]:
     """Leadership passed along ``top`` -> c -> d (kind 0): ``r``'s partition to its follower c, one
     that c leads to its follower d, and, closing the cycle, one that d leads back to ``top``.
 
@@ -95,8 +125,6 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int) -> list[Option
     if not search.lead[r] or delta <= 0:
         return []
     load, cap, out = search.load[k], search.capacity[k], list[Option]()
-    on_top = search.rows_on(top)
-    followed_by_top = search.part[on_top[~search.lead[on_top]]]
     for row in search.rows_of(i):
         c = int(search.slot[row])
         if row == r:
@@ -104,7 +132,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int) -> list[Option
         led = search.rows_on(c)
         led = led[search.lead[led] & (search.part[led] != i)]
         passed = search.row_amount[k][led] - search.follower_amount(k, led)
-        for n in np.argsort(np.abs(delta - passed), kind="stable")[:CANDIDATES].tolist():
+        for n in lowest(np.abs(delta - passed), CANDIDATES):
             j_c, j_passed = int(led[n]), float(passed[n])
             j = int(search.part[j_c])
             for j_d in search.rows_of(j):
@@ -116,7 +144,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int) -> list[Option
                 path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
                 if (key := option_key(search, k, top, c, new_top, max(new_c, new_d))) is not None:
                     out.append((*key, 0, j_d, path))
-                out += close_cycle(search, k, top, d, (i, j), followed_by_top, path, (new_top, new_c, new_d))
+                out += close_cycle(search, k, top, d, (i, j), led_here, path, (new_top, new_c, new_d))
     return out
 
 
@@ -126,19 +154,20 @@ def close_cycle(
     top: int,
     d: int,
     used: tuple[int, int],
-    followed_by_top: np.ndarray,
+    led_here: LedHere,
     path: Change,
     loads: tuple[float, float, float],
 ) -> list[Option]:
     """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
     cap = search.capacity[k]
-    led = search.rows_on(d)
-    led = led[search.lead[led] & np.isin(search.part[led], followed_by_top) & ~np.isin(search.part[led], used)]
+    led = led_here.on(d)
+    parts = search.part[led]
+    led = led[(parts != used[0]) & (parts != used[1])]
     back = search.row_amount[k][led] - search.follower_amount(k, led)
     new_top, new_c, new_d = loads
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
     out = list[Option]()
-    for n in np.argsort(peaks, kind="stable")[:2].tolist():
+    for n in lowest(peaks, 2):
         l_d = int(led[n])
         key = option_key(
             search, k, top, d, float(new_top + back[n] / cap[top]), max(new_c, float(new_d - back[n] / cap[d]))
@@ -164,7 +193,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             continue
         delta = mine - amounts[same]
         new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
-        best = np.argsort(np.maximum(new_top, new_c), kind="stable")[:CANDIDATES].tolist()
+        best = lowest(np.maximum(new_top, new_c), CANDIDATES)
         for n in dict.fromkeys([*best, *np.flatnonzero(from_top[same])[:CANDIDATES].tolist()]):
             s_row = int(rows[n])
             back = search.cost(s_row, top)

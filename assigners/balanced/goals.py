@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from assigners.balanced.actions import CANDIDATES, Held, Option, moves_and_swaps, partner, transfer_chains, transfers
+from assigners.balanced.actions import (
+    CANDIDATES,
+    Held,
+    LedHere,
+    Option,
+    moves_and_swaps,
+    partner,
+    transfer_chains,
+    transfers,
+)
 from assigners.balanced.state import Change, GoalSearch, Resource
 
 ROUNDS_PER_GOAL = 2000
@@ -97,9 +106,10 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         return cached[c]
 
     held = [held_by(c) for c in partners]
+    led_here = LedHere(search, top)
     options: list[Option] = []
     for r in picks:
-        options += transfers(search, k, r, top)
+        options += transfers(search, k, r, top, led_here)
         options += moves_and_swaps(search, k, r, top, held)
     # replicas the plan moved onto top, towards their live home: sending one back (or swapping it
     # for one from there) undoes a move instead of adding one
@@ -113,7 +123,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     if not any(o[0] == 0.0 and o[1] <= 0 for o in options):
         # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
         for r in order[search.lead[order]][:CANDIDATES].tolist():
-            options += transfer_chains(search, k, r, top)
+            options += transfer_chains(search, k, r, top, led_here)
     if free:
         options = [o for o in options if o[1] <= 0]
     options.sort(key=lambda o: o[:5])
