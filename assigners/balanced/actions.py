@@ -19,9 +19,11 @@ from assigners.balanced.state import Change, GoalSearch
 # An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
 # bytes moved (per gain when not fixing), kind, tie-break)
 Option = tuple[float, int, float, int, int, Change]
-# A partner broker of one round: its slot, its replica rows, which of them lead, their amounts of the goal,
-# and which of them the plan moved away from the round's top broker (swapping one back undoes a move)
-Held = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# A partner broker of one round: its slot; per role (follower, leader) its replica rows and their amounts of the
+# goal, ascending by amount (then row); per role, those the plan moved away from the round's top broker
+# (swapping one back undoes a move) in row order, with their amounts
+Pairs = tuple[np.ndarray, np.ndarray]
+Held = tuple[int, tuple[Pairs, ...], tuple[Pairs, ...]]
 
 CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
@@ -182,26 +184,57 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
     lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
     cap, load, out = search.capacity[k], search.load[k], list[Option]()
-    for c, all_rows, leads, amounts, from_top in held:
+    for c, by_role, from_top in held:
         there = search.cost(r, c)
         key = option_key(search, k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
         if key is not None:
             out.append((*key, 1, c, ((r, c, lead, True),)))
-        same = (leads == lead) & (amounts < mine)
-        rows = all_rows[same]
-        if not len(rows):
+        rows, amounts = by_role[int(lead)]
+        lighter = int(np.searchsorted(amounts, mine, "left"))  # ascending: the same role's lighter ones
+        if not lighter:
             continue
-        delta = mine - amounts[same]
-        new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
-        best = lowest(np.maximum(new_top, new_c), CANDIDATES)
-        for n in dict.fromkeys([*best, *np.flatnonzero(from_top[same])[:CANDIDATES].tolist()]):
-            s_row = int(rows[n])
+        best = _lowest_peaks(rows[:lighter], amounts[:lighter], mine, load[top], cap[top], load[c], cap[c])
+        back_rows, back_amounts = from_top[int(lead)]
+        homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist()
+        for s_row in dict.fromkeys([*best, *homeward]):
+            delta = mine - search.row_amount[k][s_row]
+            new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
             back = search.cost(s_row, top)
             cost = (there[0] + back[0], there[1] + back[1])
-            key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]), cost)
+            key = option_key(search, k, top, c, float(new_top), float(new_c), cost)
             if key is not None:
                 out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
     return out
+
+
+def _lowest_peaks(
+    rows: np.ndarray, amounts: np.ndarray, mine: float, top_load: float, top_cap: float, c_load: float, c_cap: float
+) -> list[int]:
+    """The rows of the :data:`CANDIDATES` swaps with the lowest peak of the two brokers' loads after, ties
+    in row order; ``amounts`` ascending.
+
+    The peak is the larger of a load rising and one falling with the
+    amount swapped back, so along ascending amounts it falls, then rises:
+    the lowest lie in a window around where the two cross. The window
+    grows until both its ends are on their slopes and above the lowest
+    ones, so the result is the one a full sort gives.
+    """
+    cross = mine - (top_load - c_load) / (1 / top_cap + 1 / c_cap)
+    middle = int(np.searchsorted(amounts, cross))
+    width = 2 * CANDIDATES
+    while True:
+        lo, hi = max(0, middle - width), min(len(rows), middle + width)
+        delta = mine - amounts[lo:hi]
+        new_top, new_c = top_load - delta / top_cap, c_load + delta / c_cap
+        peaks = np.maximum(new_top, new_c)
+        order = np.lexsort((rows[lo:hi], peaks))[:CANDIDATES]
+        kth = peaks[order[-1]]
+        left_ok = lo == 0 or (new_c[0] >= new_top[0] and peaks[0] > kth)
+        right_ok = hi == len(rows) or (new_top[-1] >= new_c[-1] and peaks[-1] > kth)
+        if left_ok and right_ok:
+            picked: list[int] = rows[lo + order].tolist()
+            return picked
+        width *= 4
 
 
 def partner(search: GoalSearch, k: int, c: int, top: int, on_top: np.ndarray) -> Held:
@@ -214,4 +247,5 @@ def partner(search: GoalSearch, k: int, c: int, top: int, on_top: np.ndarray) ->
     still_on_top = on_top[at] == parts if len(on_top) else np.zeros(len(parts), dtype=bool)
     from_top = np.zeros(len(rows), dtype=bool)
     from_top[moved] = (search.live_matrix[parts] == search.brokers[top]).any(axis=1) & ~still_on_top
-    return c, rows, leads, amounts, from_top
+    homeward = tuple((rows[from_top & (leads == role)], amounts[from_top & (leads == role)]) for role in (False, True))
+    return c, search.by_role(k, c), homeward

@@ -103,6 +103,8 @@ class GoalSearch:
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
         self._rows: dict[int, np.ndarray] = {b: by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))}
         self.on: dict[int, set[int]] = {}
+        self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
+        self._by_role: tuple[int, dict[int, tuple[int, tuple[tuple[np.ndarray, np.ndarray], ...]]]] = (-1, {})
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
@@ -193,6 +195,25 @@ class GoalSearch:
         """A partner broker's rows, which of them lead, and their amounts of goal ``k``."""
         rows = self.rows_on(c)
         return rows, self.lead[rows], self.amount(k, rows)
+
+    def by_role(self, k: int, c: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Broker slot ``c``'s replica rows and goal ``k``'s amounts, per role (followers, leaders),
+        ascending by amount, then row; kept until ``c`` changes (one goal's at a time)."""
+        goal, cached = self._by_role
+        if goal != k:
+            cached = {}
+            self._by_role = (k, cached)
+        hit = cached.get(c)
+        if hit is None or hit[0] != self.version[c]:
+            rows = self.rows_on(c)
+            lead, amounts = self.lead[rows], self.row_amount[k][rows]
+            roles = []
+            for role in (False, True):
+                mine, theirs = rows[lead == role], amounts[lead == role]
+                order = np.argsort(theirs, kind="stable")  # rows ascending: ties stay in row order
+                roles.append((mine[order], theirs[order]))
+            hit = cached[c] = (int(self.version[c]), tuple(roles))
+        return hit[1]
 
     def name(self, i: int) -> str:
         """Partition ``i`` as topic:partition, as the config names partitions."""
@@ -327,6 +348,8 @@ class GoalSearch:
             self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
             self.load[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
             self.row_amount[k][row] = self.amount_as(k, row, lead)
+        self.version[old_slot] += 1
+        self.version[slot] += 1
         self.count[old_slot] -= 1
         self.count[slot] += 1
         self.leaders[old_slot] -= int(self.lead[row])
