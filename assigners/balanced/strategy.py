@@ -197,8 +197,10 @@ def _settle_and_search(
     def preferred() -> list[list[int]]:
         return [list(r) for r in partitions["preferred"]]
 
+    fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
     for order in _count_orders(partitions)[: None if small else 2]:
-        if best is not None and not small and not _stuck(best[1][0]):
+        if best is not None and (_at_least(best, live, fewest) if small else not _stuck(best[1][0])):
             break
 
         def start(order: np.ndarray | None = order, reuse: bool = False) -> list[list[int]]:
@@ -207,12 +209,26 @@ def _settle_and_search(
             return replicas
 
         replicas = start(reuse=best is None)
+        if small:
+            layout = tuple(map(tuple, replicas))
+            if layout in seen:
+                continue
+            seen.add(layout)
         reached = _search(replicas, partitions, view, resources, options, start)
         moves = _moves(replicas, live)
         if best is None or (reached[1], -moves) > (best[1][1], -best_moves):  # goals in priority order
             best, best_moves = (replicas, reached), moves
     assert best is not None
-    return _fewer_moves(best, partitions, view, resources, options) if small else best
+    if small and not _at_least(best, live, fewest):
+        return _fewer_moves(best, partitions, view, resources, options)
+    return best
+
+
+def _at_least(plan: tuple[list[list[int]], tuple[list[str], list[bool]]], live: list[list[int]], fewest: int) -> bool:
+    """Does the plan meet every goal with no more moves than ``fewest``, the count balancing's lower bound
+    (:func:`assigners.metrics.minimum_moves`)? Then no other start or rebuild can gain."""
+    replicas, (notes, met) = plan
+    return all(met) and not notes and _moves(replicas, live) <= fewest
 
 
 def _fewer_moves(
@@ -236,8 +252,6 @@ def _fewer_moves(
     """
     replicas, reached = plan
     live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
-    if all(reached[1]) and not reached[0] and _moves(replicas, live) <= minimum_moves(live, np.asarray(rf), view):
-        return plan  # every goal met with the fewest moves a count-balanced plan needs: nothing to gain
     smallest = partitions["size_bytes"].to_numpy(dtype=float)
     key = (reached[1], -_moves(replicas, live))
     tries = 0
