@@ -264,9 +264,10 @@ def _fewer_moves(
             again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
             settle(again, partitions, view, since=live, take_first=smallest)
             rebuilt = _reach_goals(again, partitions, view, resources, options)
-            if (rebuilt[1], -_moves(again, live)) > key:
-                replicas, reached, key = again, rebuilt, (rebuilt[1], -_moves(again, live))
-                break
+            rebuilt_key = (rebuilt[1], -_moves(again, live))
+            if rebuilt_key > key:
+                replicas, reached, key = again, rebuilt, rebuilt_key
+                break  # the next round starts from the rebuilt plan
         else:
             break  # a whole round without gain
     return replicas, reached
