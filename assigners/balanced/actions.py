@@ -29,24 +29,21 @@ CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then
 
 
 class LedHere:
-    """For one round on broker ``top``: per broker, the replicas it leads of partitions ``top`` holds (a
-    follower there), the ones a leadership pair or cycle can hand back to ``top``. Built once per broker a
-    round asks for (it asks for the same few many times)."""
+    """For one round on broker ``top``: which partitions ``top`` holds, and per broker the replicas it leads
+    of those (a follower on ``top``), the ones a leadership pair or cycle can hand back to ``top``. Built
+    once per broker a round asks for (it asks for the same few many times)."""
 
     def __init__(self, search: GoalSearch, top: int) -> None:
         self.search, self.top = search, top
-        self._holds: np.ndarray | None = None
+        self.holds = np.zeros(len(search.first_row) - 1, dtype=bool)  # per partition
+        self.holds[search.part[search.rows_on(top)]] = True
         self._led: dict[int, np.ndarray] = {}
 
     def on(self, c: int) -> np.ndarray:
         """Rows broker slot ``c`` leads of partitions ``top`` holds, in row order."""
         if c not in self._led:
-            search = self.search
-            if self._holds is None:
-                self._holds = np.zeros(len(search.first_row) - 1, dtype=bool)
-                self._holds[search.part[search.rows_on(self.top)]] = True
-            rows = search.rows_on(c)
-            self._led[c] = rows[search.lead[rows] & self._holds[search.part[rows]]]
+            rows = self.search.rows_on(c)
+            self._led[c] = rows[self.search.lead[rows] & self.holds[self.search.part[rows]]]
         return self._led[c]
 
 
@@ -237,15 +234,12 @@ def _lowest_peaks(
         width *= 4
 
 
-def partner(search: GoalSearch, k: int, c: int, top: int, on_top: np.ndarray) -> Held:
-    """Broker slot ``c`` as a partner of ``top`` for goal ``k``'s options (see :data:`Held`); ``on_top``:
-    the partitions with a replica on ``top``, ascending."""
+def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
+    """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
     rows, leads, amounts = search.rows_and_amounts(k, c)
     moved = np.flatnonzero(search.moved_in[rows])
     parts = search.part[rows[moved]]
-    at = np.minimum(np.searchsorted(on_top, parts), max(len(on_top) - 1, 0))
-    still_on_top = on_top[at] == parts if len(on_top) else np.zeros(len(parts), dtype=bool)
-    from_top = np.zeros(len(rows), dtype=bool)
-    from_top[moved] = (search.live_matrix[parts] == search.brokers[top]).any(axis=1) & ~still_on_top
+    from_top = np.zeros(len(rows), dtype=bool)  # live on top, and top no longer holds it
+    from_top[moved] = (search.live_matrix[parts] == search.brokers[led_here.top]).any(axis=1) & ~led_here.holds[parts]
     homeward = tuple((rows[from_top & (leads == role)], amounts[from_top & (leads == role)]) for role in (False, True))
     return c, search.by_role(k, c), homeward

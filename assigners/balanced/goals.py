@@ -98,15 +98,14 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
         partners = list(dict.fromkeys([*partners, *away[:PARTNER_BROKERS]]))
     cached: dict[int, Held] = {}
-    on_top = search.part[search.rows_on(top)]  # ascending: rows are in partition order
+    led_here = LedHere(search, top)
 
     def held_by(c: int) -> Held:
         if c not in cached:
-            cached[c] = partner(search, k, c, top, on_top)
+            cached[c] = partner(search, k, c, led_here)
         return cached[c]
 
     held = [held_by(c) for c in partners]
-    led_here = LedHere(search, top)
     options: list[Option] = []
     for r in picks:
         options += transfers(search, k, r, top, led_here)

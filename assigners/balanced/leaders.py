@@ -152,12 +152,9 @@ class _Walk:
             self.led[new].append(m)
 
     def apply_best(self) -> None:
-        """Put the best leaders seen on the search: a transfer per partition whose leader changed."""
-        for n, row in enumerate(self.best_leader):
-            old = self.leader_now(n)
+        """Put the best leaders seen on the search (untouched by the walk, so still at ``start``): a transfer
+        per partition whose leader changed."""
+        for old, row in zip(self.start, self.best_leader):
             if row != old:
                 steps = ((old, int(self.slot[old]), False, False), (row, int(self.slot[row]), True, False))
                 self.search.apply_steps(steps)
-
-    def leader_now(self, n: int) -> int:
-        return next(r for r in self.rows[n] if self.search.lead[r])
