@@ -37,9 +37,7 @@ def anneal_leaders(search: GoalSearch) -> bool:
     is kept only when it meets more of those goals, in priority order.
     """
     goals = [
-        k
-        for k, r in enumerate(search.resources)
-        if search.bounds[k] > 0 and not np.array_equal(r.leader, r.follower)
+        k for k, r in enumerate(search.resources) if search.bounds[k] > 0 and not np.array_equal(r.leader, r.follower)
     ]
     met = search.goals_met()
     if not any(not met[k] for k in goals):
