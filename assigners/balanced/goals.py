@@ -43,7 +43,11 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
             top = int(np.argmax(search.load[k]))
             if search.load[k][top] <= search.target(k) * (1 + 1e-9):
                 break
-            if not improve(search, k, top, free) and not (search.widen and improve(search, k, top, free, WIDER)):
+            if (
+                not improve(search, k, top, free)
+                and not (search.widen and improve(search, k, top, free, WIDER))
+                and not improve(search, k, top, free, rack_mates=True)
+            ):
                 break
     return goal_note(search, resource)
 
@@ -57,13 +61,11 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     top = int(np.argmax(search.load[k]))
     where = f"broker {int(search.brokers[top])} at {search.ratio(k):.2f}x the lower bound"
     threshold = f"threshold {search.options.balanced_load_ratio}"
-    rack, floor = search.rack_floor(resource.follower, resource.capacity)
+    racks, floor = search.rack_floor(resource.follower, resource.capacity)
     if floor > search.target(k) * (1 + 1e-9):
-        spanning = int(search.spans_every_rack.sum())
         return (
-            f"{resource.name} goal out of reach: rack {rack} must hold a replica of each of the {spanning:,} "
-            f"partitions that span every rack, {floor / search.bounds[k]:.2f}x the lower bound per unit of "
-            f"capacity ({threshold}); {where}"
+            f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.2f}x "
+            f"the lower bound per unit of capacity ({threshold}); {where}"
         )
     mine = search.rows_on(top)
     heaviest = mine[np.argmax(search.amount(k, mine))] if len(mine) else None
@@ -74,10 +76,16 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     )
 
 
-def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int = 1) -> bool:
+def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int = 1, rack_mates: bool = False) -> bool:
     """Apply the best accepted action that lowers broker ``top``'s load of goal ``k`` (``free``: only
     actions that add no replica move, with the brokers holding replicas moved away from ``top`` as partners;
-    ``width``: how many times the usual replicas and partner brokers to try).
+    ``width``: how many times the usual replicas and partner brokers to try; ``rack_mates``: partners from
+    ``top``'s own rack only, where none of the least loaded gives an accepted action).
+
+    With uneven racks the least loaded brokers sit in the large rack, which
+    already holds a replica of every partition that spans every rack: a
+    swap with them breaks the rack rule, while one within ``top``'s rack
+    never does (13 brokers over 3 racks: disk 1.20x -> 1.08x the bound).
 
     Options are scored on goal ``k``'s loads alone, in bulk; the rules
     (racks, caps, counts, earlier goals) are checked down the sorted list
@@ -92,7 +100,10 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     fixing = order[search.amount(k, order) >= excess]
     tries, brokers = CANDIDATES * width, PARTNER_BROKERS * width
     picks = list(dict.fromkeys([*order[:tries].tolist(), *fixing[-tries:].tolist()]))
-    partners = [c for c in np.argsort(search.load[k], kind="stable")[: brokers + 1].tolist() if c != top]
+    candidates = np.argsort(search.load[k], kind="stable")
+    if rack_mates:
+        candidates = candidates[search.rack_of[candidates] == search.rack_of[top]]
+    partners = [c for c in candidates[: brokers + 1].tolist() if c != top]
     partners = partners[:brokers]
     if free:  # and the least loaded of those holding replicas moved away from top, to swap one back
         away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
@@ -163,8 +174,9 @@ def later_excess(search: GoalSearch, k: int, after: list[dict[int, float]]) -> f
 
 
 def count_notes(search: GoalSearch) -> list[str]:
-    """Why replica or leader counts stay outside their band, naming the broker furthest out (and the rack
-    when the rack rule forces it)."""
+    """Why replica or leader counts stay outside their band, naming the broker furthest out (and the racks
+    when the rack rule forces it: racks too small for their share, which also keeps a large one from
+    filling up)."""
     notes = []
     for leaders, what in ((0, "replicas"), (1, "leaders")):
         off = [sum(search.count_band(b, leaders)) for b in range(len(search.brokers))]
@@ -175,13 +187,31 @@ def count_notes(search: GoalSearch) -> list[str]:
         have = int((search.leaders if leaders else search.count)[b])
         where = f"broker {int(search.brokers[b])} holds {have} {what} (band {low}-{high})"
         weight = np.array([search.view.weight_of[x] for x in search.view.eligible], dtype=float)
-        rack, floor = search.rack_floor(np.ones(len(search.spans_every_rack)), weight)
-        in_rack = [x for x, broker in enumerate(search.brokers.tolist()) if search.view.domain_of[broker] == rack]
-        if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in in_rack):
-            notes.append(
-                f"replica count goal out of reach: rack {rack} must hold a replica of each of the "
-                f"{int(search.spans_every_rack.sum()):,} partitions that span every rack; {where}"
-            )
+        racks, floor = search.rack_floor(np.ones(len(search.rf)), weight)
+        if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in _in_racks(search, racks)):
+            notes.append(f"replica count goal out of reach: {_rack_reason(search, racks)}; {where}")
         else:
             notes.append(f"{what} count {NOT_MET}: {where}; racks, caps or pins leave no legal move")
     return notes
+
+
+def _in_racks(search: GoalSearch, racks: list[str]) -> list[int]:
+    return [x for x, broker in enumerate(search.brokers.tolist()) if search.view.domain_of[broker] in racks]
+
+
+def _rack_reason(search: GoalSearch, racks: list[str]) -> str:
+    """What the rack rule makes ``racks`` hold (see :meth:`GoalSearch.rack_floor`)."""
+    if len(racks) == 1:
+        spanning = int(search.spans_every_rack.sum())
+        return f"rack {racks[0]} must hold a replica of each of the {spanning:,} partitions that span every rack"
+    rest = sorted({search.view.domain_of[b] for b in search.view.eligible} - set(racks))
+    need = np.maximum(search.required - len(rest), 0)
+    spans = " or ".join(str(d) for d in sorted(set(search.required[need > 0].tolist())))
+    return (
+        f"racks {', '.join(racks)} must hold {int(need.sum()):,} replicas at least: each partition must span "
+        f"{spans} racks and {', '.join(rest)} {'is' if len(rest) == 1 else 'are'} only {_count(len(rest))} of them"
+    )
+
+
+def _count(n: int) -> str:
+    return "one" if n == 1 else str(n)

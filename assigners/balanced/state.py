@@ -76,11 +76,14 @@ class GoalSearch:
         self.live = _Sets(list(partitions["current"]))
         self.topic = topic_codes(partitions)
         self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
-        self.spans_every_rack = view.required_domains_each(partitions["rf"].to_numpy()) >= view.n_domains
+        domains = sorted({view.domain_of[b] for b in view.eligible})
+        self.rack_of = np.array([domains.index(view.domain_of[b]) for b in view.eligible], dtype=np.int64)
+        self.rf = partitions["rf"].to_numpy(dtype=np.int64)
+        self.required = view.required_domains_each(self.rf)  # racks each partition must span
+        self.spans_every_rack = self.required >= view.n_domains
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
         self.usage = Usage(replicas, self.sizes, view)
-        rf = partitions["rf"].to_numpy(dtype=np.int64)
-        self.bounds = [goal_bound(r, rf) for r in resources]
+        self.bounds = [goal_bound(r, self.rf) for r in resources]
         matrix = replica_matrix(replicas)
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
@@ -219,20 +222,35 @@ class GoalSearch:
         """Partition ``i`` as topic:partition, as the config names partitions."""
         return f"{self.topics[i]}:{self.numbers[i]}"
 
-    def rack_floor(self, follower: np.ndarray, capacity: np.ndarray) -> tuple[str, float]:
-        """The rack with the least capacity, and the load per unit of capacity it must carry at least.
+    def rack_floor(self, follower: np.ndarray, capacity: np.ndarray) -> tuple[list[str], float]:
+        """The racks whose brokers must carry the most load per unit of capacity under the rack rule alone,
+        and that load (0.0 where the rule forces nothing).
 
-        A partition that must span every rack (``required_domains`` equal to
-        the racks there are) has a replica, at least a follower, in each, so
-        the smallest rack carries their follower amounts over its capacity.
+        A partition that must span ``d`` racks has a replica, at least a
+        follower, in at least ``d - (D - k)`` of any ``k`` of the ``D``
+        racks (the other racks give it one domain each at most). Over the
+        ``k`` racks of least capacity that is a floor on their load; the
+        worst ``k`` is the floor of the cluster (``k = 1``: the smallest
+        rack holds a replica of each partition that spans every rack).
         """
-        if not self.spans_every_rack.any() or self.view.n_domains < 2:
-            return "", 0.0
+        if self.view.n_domains < 2:
+            return [], 0.0
+        racks = self._rack_capacity(capacity)
+        smallest = sorted(racks, key=lambda d: (racks[d], d))
+        best: tuple[list[str], float] = ([], 0.0)
+        for k in range(1, len(smallest)):
+            need = np.maximum(self.required - (len(smallest) - k), 0)
+            room = sum(racks[d] for d in smallest[:k])
+            floor = float(need @ follower) / room if room > 0 else 0.0
+            if floor > best[1] * (1 + 1e-9):
+                best = sorted(smallest[:k]), floor
+        return best
+
+    def _rack_capacity(self, capacity: np.ndarray) -> dict[str, float]:
         racks: dict[str, float] = {}
         for slot, b in enumerate(self.brokers.tolist()):
             racks[self.view.domain_of[b]] = racks.get(self.view.domain_of[b], 0.0) + float(capacity[slot])
-        rack = min(sorted(racks), key=lambda d: racks[d])
-        return rack, float(follower[self.spans_every_rack].sum()) / racks[rack] if racks[rack] > 0 else 0.0
+        return racks
 
     def cost(self, row: int, slot: int) -> tuple[int, int]:
         """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:

@@ -154,6 +154,55 @@ def test_a_rack_every_partition_needs_is_named_when_it_keeps_a_goal_out_of_reach
     assert "rack r2" in bytes_in and "broker 5" in bytes_in
 
 
+def test_racks_too_small_for_their_share_together_are_named_together():
+    # racks of 4, 3 and 3 brokers; 30 RF-3 partitions and 10 RF-2 ones that skip r2: r1 and r2 must hold
+    # 2 replicas of each RF-3 partition and 1 of each RF-2 one (r0 can be one of their racks at most),
+    # 70 over 6 brokers, 11.7 each, above the band of 11 (110 replicas over 10 brokers); r1 alone: 10 each
+    brokers = brokers_frame(list(range(1, 11)), ["r0"] * 4 + ["r1"] * 3 + ["r2"] * 3)
+    reps = [[1 + i % 4, 5 + i % 3, 8 + i % 3] for i in range(30)] + [[1 + i % 4, 5 + i % 3] for i in range(10)]
+    parts = partitions_frame(reps, ["t"] * 40, list(range(40)), [10.0] * 40)
+    result = plan(brokers, parts)
+    counts = next(n for n in result.notes if n.startswith("replica count goal out of reach"))
+    assert "racks r1, r2 must hold 70 replicas at least: each partition must span 2 or 3 racks" in counts
+    assert "r0 is only one of them" in counts
+
+
+def test_with_uneven_racks_a_load_goal_swaps_within_the_top_brokers_rack():
+    # racks of 5, 4 and 4 brokers, every partition RF 3 over 3 racks: a 4-broker rack holds a replica of
+    # each, so the best any plan does is 13/12 of the bound. The least loaded brokers are in the 5-broker
+    # rack, where every partition already has its replica: only brokers of the top one's rack can swap
+    # (without them, disk stopped at 1.20x)
+    brokers, parts = scenario("skewed", 13, 300, seed=0)
+    result = plan(brokers, parts)
+    assert result.status == COMMITTED
+    assert result.metrics.disk_ratio_after <= 1.05 * 13 / 12, result.metrics.disk_ratio_after
+    assert any(n.startswith("disk goal out of reach: rack r1 must hold a replica of each") for n in result.notes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=random_clusters(), strategy=st.sampled_from(["sticky", "round_robin", "lpt"]))
+def test_property_no_plan_beats_the_rack_rules_floor(cluster, strategy):
+    # the floor the notes call out of reach is a true lower bound: every valid plan's most loaded broker
+    # (load per unit of capacity, the loads recomputed here from the plan's replica lists) is at least it;
+    # the plans of quicker strategies are as good a test as balanced's
+    brokers, parts = cluster
+    result = plan_cluster(brokers, parts, PlanRequest("c", strategy, allow_worse=True))
+    if result.status != COMMITTED:
+        return
+    c = Constraints()
+    b, p = prepare_brokers(brokers, c), prepare_partitions(parts, c)
+    view = ClusterView.from_brokers(b, c)
+    planned = [list(r) for r in result.planned["replicas"]]
+    search = GoalSearch(planned, p, view, _resources(p, b, view), c)
+    for resource in search.resources[:2]:  # disk and bytes_in: every replica carries the partition's amount
+        load = dict.fromkeys(view.eligible, 0.0)
+        for i, replicas in enumerate(planned):
+            for broker in replicas:
+                load[broker] += float(resource.follower[i])
+        peak = max(load[x] / resource.capacity[slot] for slot, x in enumerate(view.eligible))
+        assert peak >= search.rack_floor(resource.follower, resource.capacity)[1] * (1 - 1e-9)
+
+
 def oracle_clusters() -> list[tuple[str, int, int, int]]:
     """(kind, brokers, partitions, seed): 75 small clusters of 6 brokers, 10 of 7 and 8 with fewer partitions."""
     kinds = ["drifted", "skewed", "broker_added", "broker_removed", "rf_gt_racks"]
