@@ -186,7 +186,8 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     notes.extend(assignment.attrs.get(NOTES, []))
     skip_reason = assignment.attrs.get(SKIP_REASON)
     if skip_reason and not rules.active:
-        return PlanResult(SKIPPED, _empty_planned(), notes=[*notes, skip_reason], warnings=warnings)
+        notes = [*notes, *_still_pending(prepared, request), skip_reason]
+        return PlanResult(SKIPPED, _empty_planned(), notes=notes, warnings=warnings)
     if not same_keys(prepared, assignment):
         validate_plan(prepared, assignment, view)  # names the partitions missing, extra or planned twice
         assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
@@ -243,6 +244,19 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         notes=notes,
     )
     return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
+
+
+def _still_pending(prepared: pd.DataFrame, request: PlanRequest) -> list[str]:
+    """Where a strategy keeps the plan in force (within its thresholds), whether that plan is executed yet:
+    an operator reading "nothing to change" must still learn that the last plan waits to be run."""
+    if not request.has_previous_plan:
+        return []
+    pending = sum(
+        previous is not None and list(previous) != list(current)
+        for previous, current in zip(prepared["previous"], prepared["current"])
+    )
+    version = f"v{request.previous_version}" if request.previous_version else "the plan in force"
+    return [f"{version} still pending: {pending} partitions not at their planned layout"] if pending else []
 
 
 def _live_frame(prepared: pd.DataFrame) -> pd.DataFrame:

@@ -59,12 +59,12 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     if search.bounds[k] <= 0 or search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
         return None
     top = int(np.argmax(search.load[k]))
-    where = f"broker {int(search.brokers[top])} at {search.ratio(k):.2f}x the lower bound"
+    where = f"broker {int(search.brokers[top])} at {search.ratio(k):.3f}x the lower bound"
     threshold = f"threshold {search.options.balanced_load_ratio}"
     racks, floor = search.rack_floor(resource.follower, resource.capacity)
     if floor > search.target(k) * (1 + 1e-9):
         return (
-            f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.2f}x "
+            f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.3f}x "
             f"the lower bound per unit of capacity ({threshold}); {where}"
         )
     mine = search.rows_on(top)
