@@ -3,7 +3,9 @@
 The fleet is meant to look like a real one that needs planning: Zipf-skewed
 topic sizes and throughput, a drifted current layout that ignores racks and
 favours some brokers, one cluster with a freshly added empty broker and one
-with a dead broker still listed in replica sets.
+with a dead broker still listed in replica sets and its replacement, in the
+same rack, holding nothing yet (how a failed broker is replaced; ``--brokers``
+counts the live brokers).
 """
 
 from __future__ import annotations
@@ -70,13 +72,14 @@ def _cluster(
     n_partitions: int,
     ts: dt.datetime,
 ) -> dict[str, pd.DataFrame]:
-    ids = np.arange(1, n_brokers + 1)
-    state = np.array(["active"] * n_brokers, dtype=object)
+    ids = np.arange(1, n_brokers + 1 + (k % 3 == 1))
+    state = np.array(["active"] * len(ids), dtype=object)
     holding = ids.copy()
     if k % 3 == 0:  # a freshly added broker: active, holding nothing yet
         holding = ids[:-1]
-    elif k % 3 == 1:  # a dead broker still named in replica lists
-        state[n_brokers // 2] = "dead"
+    elif k % 3 == 1:  # a dead broker still named in replica lists, its replacement (same rack) holding nothing yet
+        holding = ids[:-1]
+        state[max(0, len(ids) - 1 - racks)] = "dead"
     brokers = pd.DataFrame(
         {
             "cluster_id": cluster_id,
