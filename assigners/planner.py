@@ -255,8 +255,16 @@ def _still_pending(prepared: pd.DataFrame, request: PlanRequest) -> list[str]:
         previous is not None and list(previous) != list(current)
         for previous, current in zip(prepared["previous"], prepared["current"])
     )
+    return [_pending_note(request, pending)] if pending else []
+
+
+def _pending_note(request: PlanRequest, pending: int) -> str:
     version = f"v{request.previous_version}" if request.previous_version else "the plan in force"
-    return [f"{version} still pending: {pending} partitions not at their planned layout"] if pending else []
+    return (
+        f"{version} still pending: {pending} partitions not at their planned layout"
+        if pending
+        else f"{version} is in force and the cluster is at its planned layout: nothing to change"
+    )
 
 
 def _live_frame(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -284,12 +292,7 @@ def _judge(
         and bool((planned["epoch"].to_numpy() == epochs.to_numpy()).all())
     )
     if same_as_previous:
-        version = f"v{request.previous_version}" if request.previous_version else "the plan in force"
-        notes.append(
-            f"{version} still pending: {pending} partitions not at their planned layout"
-            if pending
-            else f"{version} is in force and the cluster is at its planned layout: nothing to change"
-        )
+        notes.append(_pending_note(request, pending))
         return SKIPPED
     worse = metrics.balance_score_after < metrics.balance_score_before
     must_change = worse and forced()

@@ -247,9 +247,9 @@ def _fewer_moves(
     fewer moves, replaces the plan and the next round starts from it; a
     round without gain, or :data:`RECREATES` rebuilds, ends the search (a
     rebuild that settles to a layout already searched counts, but is not
-    searched again: it would end as before). The greedy search commits to its first moves; this lets the plan drop
-    ones a different start would not need (oracle: mean 1.033x -> 1.018x,
-    worst 1.40x -> 1.25x).
+    searched again: it would end as before). The greedy search commits to
+    its first moves; this lets the plan drop ones a different start would
+    not need (oracle: mean 1.033x -> 1.018x, worst 1.40x -> 1.25x).
     """
     replicas, reached = plan
     live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
