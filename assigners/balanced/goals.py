@@ -188,15 +188,11 @@ def count_notes(search: GoalSearch) -> list[str]:
         where = f"broker {int(search.brokers[b])} holds {have} {what} (band {low}-{high})"
         weight = np.array([search.view.weight_of[x] for x in search.view.eligible], dtype=float)
         racks, floor = search.rack_floor(np.ones(len(search.rf)), weight)
-        if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in _in_racks(search, racks)):
+        if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in search.in_racks(racks).tolist()):
             notes.append(f"replica count goal out of reach: {_rack_reason(search, racks)}; {where}")
         else:
             notes.append(f"{what} count {NOT_MET}: {where}; racks, caps or pins leave no legal move")
     return notes
-
-
-def _in_racks(search: GoalSearch, racks: list[str]) -> list[int]:
-    return [x for x, broker in enumerate(search.brokers.tolist()) if search.view.domain_of[broker] in racks]
 
 
 def _rack_reason(search: GoalSearch, racks: list[str]) -> str:
@@ -204,7 +200,7 @@ def _rack_reason(search: GoalSearch, racks: list[str]) -> str:
     if len(racks) == 1:
         spanning = int(search.spans_every_rack.sum())
         return f"rack {racks[0]} must hold a replica of each of the {spanning:,} partitions that span every rack"
-    rest = sorted({search.view.domain_of[b] for b in search.view.eligible} - set(racks))
+    rest = sorted(set(search.racks) - set(racks))
     need = np.maximum(search.required - len(rest), 0)
     spans = " or ".join(str(d) for d in sorted(set(search.required[need > 0].tolist())))
     return (

@@ -76,8 +76,8 @@ class GoalSearch:
         self.live = _Sets(list(partitions["current"]))
         self.topic = topic_codes(partitions)
         self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
-        domains = sorted({view.domain_of[b] for b in view.eligible})
-        self.rack_of = np.array([domains.index(view.domain_of[b]) for b in view.eligible], dtype=np.int64)
+        self.racks = sorted({view.domain_of[b] for b in view.eligible})  # the eligible brokers' racks (domains)
+        self.rack_of = np.array([self.racks.index(view.domain_of[b]) for b in view.eligible], dtype=np.int64)
         self.rf = partitions["rf"].to_numpy(dtype=np.int64)
         self.required = view.required_domains_each(self.rf)  # racks each partition must span
         self.spans_every_rack = self.required >= view.n_domains
@@ -233,24 +233,23 @@ class GoalSearch:
         worst ``k`` is the floor of the cluster (``k = 1``: the smallest
         rack holds a replica of each partition that spans every rack).
         """
-        if self.view.n_domains < 2:
+        if len(self.racks) < 2:
             return [], 0.0
-        racks = self._rack_capacity(capacity)
-        smallest = sorted(racks, key=lambda d: (racks[d], d))
+        room_of = np.bincount(self.rack_of, weights=capacity, minlength=len(self.racks))
+        smallest = sorted(range(len(self.racks)), key=lambda d: (room_of[d], d))  # ties: by name
         best: tuple[list[str], float] = ([], 0.0)
         for k in range(1, len(smallest)):
             need = np.maximum(self.required - (len(smallest) - k), 0)
-            room = sum(racks[d] for d in smallest[:k])
+            room = float(room_of[smallest[:k]].sum())
             floor = float(need @ follower) / room if room > 0 else 0.0
             if floor > best[1] * (1 + 1e-9):
-                best = sorted(smallest[:k]), floor
+                best = sorted(self.racks[d] for d in smallest[:k]), floor
         return best
 
-    def _rack_capacity(self, capacity: np.ndarray) -> dict[str, float]:
-        racks: dict[str, float] = {}
-        for slot, b in enumerate(self.brokers.tolist()):
-            racks[self.view.domain_of[b]] = racks.get(self.view.domain_of[b], 0.0) + float(capacity[slot])
-        return racks
+    def in_racks(self, racks: list[str]) -> np.ndarray:
+        """The broker slots in ``racks``."""
+        slots: np.ndarray = np.flatnonzero(np.isin(self.rack_of, [self.racks.index(r) for r in racks]))
+        return slots
 
     def cost(self, row: int, slot: int) -> tuple[int, int]:
         """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
