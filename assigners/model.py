@@ -444,7 +444,10 @@ def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:
     [[3, 1], [2, -1], [-1, -1]]
     """
     n = len(replicas)
-    lengths = np.fromiter((0 if r is None else len(r) for r in replicas), dtype=np.int64, count=n)
+    try:  # map(len) is ~4x faster than a generator; None (an empty row) makes it raise
+        lengths = np.fromiter(map(len, replicas), dtype=np.int64, count=n)
+    except TypeError:
+        lengths = np.fromiter((0 if r is None else len(r) for r in replicas), dtype=np.int64, count=n)
     width = max(width, int(lengths.max()) if n else 0, 1)
     out = np.full((n, width), PAD, dtype=np.int64)
     total = int(lengths.sum())
@@ -455,6 +458,8 @@ def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:
             flat = flat.astype(np.int64, copy=False)
         else:  # Python lists, or a null id inside (float NaN / None), which raises here as it should
             flat = np.fromiter(itertools.chain.from_iterable(present), dtype=np.int64, count=total)
+        if total == n * width:  # every row full (one RF): the flat values are the matrix
+            return flat.reshape(n, width)
         starts = np.cumsum(lengths) - lengths
         out[np.repeat(np.arange(n), lengths), np.arange(total) - np.repeat(starts, lengths)] = flat
     return out

@@ -182,9 +182,11 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
     cap, load, out = search.capacity[k], search.load[k], list[Option]()
     for c, by_role, from_top in held:
+        if not search.may_step(r, c):
+            continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
         key = option_key(search, k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
-        if key is not None:
+        if key is not None and search.counts_allow_move(r, c, lead):
             out.append((*key, 1, c, ((r, c, lead, True),)))
         rows, amounts = by_role[int(lead)]
         lighter = int(np.searchsorted(amounts, mine, "left"))  # ascending: the same role's lighter ones
@@ -194,6 +196,8 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         back_rows, back_amounts = from_top[int(lead)]
         homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist()
         for s_row in dict.fromkeys([*best, *homeward]):
+            if not search.may_step(s_row, top):
+                continue
             delta = mine - search.row_amount[k][s_row]
             new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
             back = search.cost(s_row, top)

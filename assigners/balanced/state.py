@@ -117,6 +117,7 @@ class GoalSearch:
         self.since = self.live if since is None else _Sets(since)
         self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
+        self._steps: dict[tuple[int, int], bool] = {}  # may_step's answers since the layout last changed
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
@@ -268,19 +269,29 @@ class GoalSearch:
             return all(self.count_ok(self.leaders, 1, b, d) for b, d in deltas.items() if d)
         if len(change) == 1:  # a move: the counts change
             r, c, lead, _ = change[0]
-            top = int(self.slot[r])
-            counts_ok = self.count_ok(self.count, 0, top, -1) and self.count_ok(self.count, 0, c, +1)
-            if not counts_ok or (
-                lead and not (self.count_ok(self.leaders, 1, top, -1) and self.count_ok(self.leaders, 1, c, +1))
-            ):
+            if not self.counts_allow_move(r, c, lead):
                 return False
         elif self.topic[self.part[change[0][0]]] == self.topic[self.part[change[1][0]]]:
             return False  # a swap of two replicas of one topic would move it A->B and B->A
-        for row, slot, _, _ in change:
+        return all(self.may_step(row, slot) for row, slot, _, _ in change)
+
+    def counts_allow_move(self, row: int, slot: int, lead: bool) -> bool:
+        """May ``row`` move to broker ``slot`` (leading there if ``lead``) with the counts kept in their bands?"""
+        top = int(self.slot[row])
+        if not (self.count_ok(self.count, 0, top, -1) and self.count_ok(self.count, 0, slot, +1)):
+            return False
+        return not lead or (self.count_ok(self.leaders, 1, top, -1) and self.count_ok(self.leaders, 1, slot, +1))
+
+    def may_step(self, row: int, slot: int) -> bool:
+        """The rules one step of an action keeps, on their own: ``row`` to broker ``slot`` once, with racks,
+        room and the topic rule. Kept until the layout changes: a round asks the same of many options (a
+        replica's move and its swaps share it), and most fail, which rejects them before they are scored."""
+        known = self._steps.get((row, slot))
+        if known is None:
             i = int(self.part[row])
-            if not self.may_go(row, slot) or not self.may_enter(i, int(self.slot[row]), slot, self.replicas[i]):
-                return False
-        return True
+            known = self.may_go(row, slot) and self.may_enter(i, int(self.slot[row]), slot, self.replicas[i])
+            self._steps[(row, slot)] = known
+        return known
 
     def may_go(self, row: int, slot: int) -> bool:
         """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
@@ -350,6 +361,11 @@ class GoalSearch:
             for value in after[k].values()
         )
 
+    def new_pass(self) -> None:
+        """A replica the last pass placed may move again (see :meth:`may_go`)."""
+        self.twice.clear()
+        self._steps.clear()
+
     def apply(self, change: Change) -> None:
         self.actions += 1
         for row, slot, lead, relocate in change:
@@ -360,6 +376,7 @@ class GoalSearch:
             self.set_row(row, slot, lead, relocate)
 
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
+        self._steps.clear()
         i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
         for k, capacity in enumerate(self.capacity):
             self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]

@@ -393,7 +393,7 @@ def _reach_goals(
     search = GoalSearch(replicas, partitions, view, resources, options, since)
     search.landing, search.widen = landing, widen
     for _ in range(FIXPOINT_ROUNDS):
-        search.twice.clear()
+        search.new_pass()
         before = search.actions
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
         if not search.actions - before + undo_needless_moves(search):
