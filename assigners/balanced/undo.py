@@ -49,19 +49,27 @@ def undo_needless_moves(search: GoalSearch) -> int:
 
 
 def _undo_alone(search: GoalSearch) -> int:
-    """Single undos, in row order; most would take a count below its band, which is checked in bulk first."""
+    """Single undos, in row order; most would take a count out of its band (below it where the replica
+    leaves, above it where it goes back), which is checked in bulk first."""
     rows, undone, start = moved_rows(search), 0, 0
-    low = np.array([search.band(b, 0)[0] for b in range(len(search.brokers))], dtype=np.int64)
+    bands = np.array([search.band(b, 0) for b in range(len(search.brokers))], dtype=np.int64).reshape(-1, 2)
+    low, high = bands[:, 0], bands[:, 1]
+    back = home_slots(search, rows)  # where undo_step sends each, while its partition stays as it is
+    changed = np.zeros(len(search.first_row) - 1, dtype=bool)  # partitions an undo here changed: asked again
     while start < len(rows):
-        rest = rows[start:]
-        may_lose = np.flatnonzero(search.count[search.slot[rest]] > low[search.slot[rest]])
+        rest, way_back = rows[start:], back[start:]
+        goes = way_back >= 0
+        may = search.count[search.slot[rest]] > low[search.slot[rest]]
+        home = np.where(goes, way_back, 0)
+        may &= changed[search.part[rest]] | (goes & (search.count[home] < high[home]))
         start = len(rows)
-        for n in may_lose.tolist():  # the first undo applied changes counts: the bulk check is redone after it
+        for n in np.flatnonzero(may).tolist():  # the first undo applied changes counts: the bulk check is redone
             row = int(rest[n])
             if not search.count_ok(search.count, 0, int(search.slot[row]), -1):
                 continue
             if (undo := undo_step(search, row)) is not None and search.harmless((undo,)):
                 search.apply_steps((undo,))
+                changed[int(search.part[row])] = True
                 undone += 1
                 start = len(rows) - len(rest) + n + 1
                 break
