@@ -11,7 +11,6 @@ against the live layout), and earlier goals accept a later goal's action
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,8 +103,9 @@ class GoalSearch:
         # rows per broker slot: sorted arrays, and a set for a slot once an action changed it
         by_slot = np.argsort(self.slot, kind="stable")
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
-        self._rows: dict[int, np.ndarray] = {b: by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))}
-        self.on: dict[int, set[int]] = {}
+        # rows per broker slot, sorted; an action deletes and inserts its rows (a broker of a few brokers holds
+        # tens of thousands: sorting them again after each action cost more than the search)
+        self._rows = [np.sort(by_slot[ends[b] : ends[b + 1]]) for b in range(len(self.brokers))]
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
         self._by_role: tuple[int, dict[int, tuple[int, tuple[tuple[np.ndarray, np.ndarray], ...]]]] = (-1, {})
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
@@ -165,11 +165,7 @@ class GoalSearch:
 
     def rows_on(self, slot: int) -> np.ndarray:
         """Replica rows on a broker slot, in row order (deterministic)."""
-        rows = self._rows.get(slot)
-        if rows is None:
-            on = self.on[slot]
-            rows = self._rows[slot] = np.sort(np.fromiter(on, dtype=np.int64, count=len(on)))
-        return rows
+        return self._rows[slot]
 
     def rows_of(self, i: int) -> range:
         """Partition ``i``'s replica rows."""
@@ -337,14 +333,15 @@ class GoalSearch:
     def harmless(self, change: Change) -> bool:
         """Counts stay in (or closer to) their bands, the rules hold, and no goal rises above its threshold
         (or its current peak when it is not met) after ``change``'s steps."""
-        deltas: Counter[int] = Counter()
-        leader_deltas: Counter[int] = Counter()
+        deltas: dict[int, int] = {}
+        leader_deltas: dict[int, int] = {}
         for row, slot, lead, _ in change:
-            deltas[int(self.slot[row])] -= 1
-            deltas[slot] += 1
+            old_slot = int(self.slot[row])
+            deltas[old_slot] = deltas.get(old_slot, 0) - 1
+            deltas[slot] = deltas.get(slot, 0) + 1
             if lead:
-                leader_deltas[int(self.slot[row])] -= 1
-                leader_deltas[slot] += 1
+                leader_deltas[old_slot] = leader_deltas.get(old_slot, 0) - 1
+                leader_deltas[slot] = leader_deltas.get(slot, 0) + 1
         if not all(self.count_ok(self.count, 0, b, d) for b, d in deltas.items() if d):
             return False
         if not all(self.count_ok(self.leaders, 1, b, d) for b, d in leader_deltas.items() if d):
@@ -378,6 +375,9 @@ class GoalSearch:
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
         self._steps.clear()
         i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
+        goal, by_role = self._by_role
+        kept = {s: by_role[s][1] for s in (old_slot, slot) if s in by_role and by_role[s][0] == self.version[s]}
+        old_amount = float(self.row_amount[goal][row]) if kept else 0.0
         for k, capacity in enumerate(self.capacity):
             self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
             self.load[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
@@ -402,10 +402,37 @@ class GoalSearch:
         if lead and reps[0] != new:
             reps.remove(new)
             reps.insert(0, new)
-        for changed in (old_slot, slot):
-            if changed not in self.on:
-                self.on[changed] = set(self.rows_on(changed).tolist())
-            self._rows.pop(changed, None)
-        self.on[old_slot].discard(row)
-        self.on[slot].add(row)
+        if slot != old_slot:
+            rows = self._rows[old_slot]
+            self._rows[old_slot] = np.delete(rows, np.searchsorted(rows, row))
+            self._rows[slot] = np.insert(self._rows[slot], np.searchsorted(self._rows[slot], row), row)
         self.slot[row], self.lead[row] = slot, lead
+        if old_slot in kept:  # goal's ordered rows of both brokers follow the step instead of being sorted again
+            kept[old_slot] = _sorted_without(kept[old_slot], was_lead, row, old_amount)
+        if slot in kept:
+            kept[slot] = _sorted_with(kept[slot], lead, row, float(self.row_amount[goal][row]))
+        for s, roles in kept.items():
+            by_role[s] = (int(self.version[s]), roles)
+
+
+Roles = tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
+def _at(rows: np.ndarray, amounts: np.ndarray, row: int, amount: float) -> int:
+    """Where (amount, row) sits in arrays ascending by amount, then row."""
+    low, high = np.searchsorted(amounts, amount, "left"), np.searchsorted(amounts, amount, "right")
+    return int(low + np.searchsorted(rows[low:high], row))
+
+
+def _sorted_without(roles: Roles, role: bool, row: int, amount: float) -> Roles:
+    rows, amounts = roles[int(role)]
+    at = _at(rows, amounts, row, amount)
+    trimmed = (np.delete(rows, at), np.delete(amounts, at))
+    return (trimmed, roles[1]) if not role else (roles[0], trimmed)
+
+
+def _sorted_with(roles: Roles, role: bool, row: int, amount: float) -> Roles:
+    rows, amounts = roles[int(role)]
+    at = _at(rows, amounts, row, amount)
+    grown = (np.insert(rows, at, row), np.insert(amounts, at, amount))
+    return (grown, roles[1]) if not role else (roles[0], grown)

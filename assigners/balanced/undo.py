@@ -6,6 +6,7 @@ import numpy as np
 
 from assigners.balanced.state import GoalSearch
 from assigners.model import PAD, replica_matrix, row_contains
+from assigners.placement import may_replace
 
 PAIR_TRIES = 8  # second undos tried per moved replica
 
@@ -32,20 +33,34 @@ def undo_needless_moves(search: GoalSearch) -> int:
     reverse: dict[tuple[int, int], list[tuple[int, Step]]] = {}  # (slot it is on, slot it goes back to) -> undos
     for row, a, b in zip(rows[paired].tolist(), there[paired].tolist(), back[paired].tolist()):
         reverse.setdefault((a, b), []).append((row, (row, b, bool(search.lead[row]), True)))
+    racks_keep: dict[int, bool] = {}  # per row, its undo alone keeps the rack rule: until a pair is applied
     for (there_slot, home), undos in reverse.items():
         opposite = reverse.get((home, there_slot))
         if not opposite or there_slot > home:
             continue  # each pair of directions once, from its lower slot
         for row, undo in undos:
+            if not (_still_moved(search, undo) and _keeps_racks(search, undo, racks_keep)):
+                continue  # every pair with it would be refused
             for other, second in opposite[:PAIR_TRIES]:
                 steps = (undo, second)
-                if int(search.part[other]) == int(search.part[row]) or not all(_still_moved(search, s) for s in steps):
+                if int(search.part[other]) == int(search.part[row]) or not _still_moved(search, second):
                     continue
-                if search.harmless(steps):
+                if _keeps_racks(search, second, racks_keep) and search.harmless(steps):
                     search.apply_steps(steps)
+                    racks_keep.clear()
                     undone += 2
                     break
     return undone
+
+
+def _keeps_racks(search: GoalSearch, step: Step, known: dict[int, bool]) -> bool:
+    """Does the undo ``step`` alone keep the rack rule (one of :meth:`GoalSearch.harmless`'s checks, the
+    one that refuses most pairs)? Remembered in ``known`` per row."""
+    row = step[0]
+    if row not in known:
+        i, old, new = int(search.part[row]), int(search.brokers[search.slot[row]]), int(search.brokers[step[1]])
+        known[row] = may_replace(search.replicas[i], old, new, search.view)
+    return known[row]
 
 
 def _undo_alone(search: GoalSearch) -> int:
