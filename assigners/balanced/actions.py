@@ -240,10 +240,11 @@ def _lowest_peaks(
 
 def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
-    rows, leads, amounts = search.rows_and_amounts(k, c)
-    moved = np.flatnonzero(search.moved_in[rows])
-    parts = search.part[rows[moved]]
-    from_top = np.zeros(len(rows), dtype=bool)  # live on top, and top no longer holds it
-    from_top[moved] = (search.live_matrix[parts] == search.brokers[led_here.top]).any(axis=1) & ~led_here.holds[parts]
-    homeward = tuple((rows[from_top & (leads == role)], amounts[from_top & (leads == role)]) for role in (False, True))
+    rows = search.rows_on(c)
+    moved = rows[search.moved_in[rows]]
+    parts = search.part[moved]
+    # live on top, and top no longer holds it
+    back = moved[(search.live_matrix[parts] == search.brokers[led_here.top]).any(axis=1) & ~led_here.holds[parts]]
+    leads, amounts = search.lead[back], search.amount(k, back)
+    homeward = tuple((back[leads == role], amounts[leads == role]) for role in (False, True))
     return c, search.by_role(k, c), homeward

@@ -17,6 +17,7 @@ from assigners.balanced.actions import (
     Held,
     LedHere,
     Option,
+    lowest,
     moves_and_swaps,
     partner,
     transfer_chains,
@@ -95,11 +96,9 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     mine = mine[search.amount(k, mine) > 0]
     if not len(mine):
         return False
-    order = mine[np.argsort(-search.amount(k, mine), kind="stable")]
     excess = (search.load[k][top] - search.target(k)) * search.capacity[k][top]
-    fixing = order[search.amount(k, order) >= excess]
     tries, brokers = CANDIDATES * width, PARTNER_BROKERS * width
-    picks = list(dict.fromkeys([*order[:tries].tolist(), *fixing[-tries:].tolist()]))
+    picks = list(dict.fromkeys([*heaviest(search, k, mine, tries), *lightest_fixing(search, k, mine, excess, tries)]))
     candidates = np.argsort(search.load[k], kind="stable")
     if rack_mates:
         candidates = candidates[search.rack_of[candidates] == search.rack_of[top]]
@@ -123,7 +122,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         options += moves_and_swaps(search, k, r, top, held)
     # replicas the plan moved onto top, towards their live home: sending one back (or swapping it
     # for one from there) undoes a move instead of adding one
-    for r in order[search.moved_in[order]][:CANDIDATES].tolist():
+    for r in heaviest(search, k, mine[search.moved_in[mine]], CANDIDATES):
         homes = [
             search.slot_of(b)
             for b in sorted(search.live[int(search.part[r])] - set(search.replicas[int(search.part[r])]))
@@ -132,7 +131,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         options += moves_and_swaps(search, k, r, top, home_held)
     if not any(o[0] == 0.0 and o[1] <= 0 for o in options):
         # nothing fixes the goal for free: try leadership passed along three brokers (costlier to list)
-        for r in order[search.lead[order]][:CANDIDATES].tolist():
+        for r in heaviest(search, k, mine[search.lead[mine]], CANDIDATES):
             options += transfer_chains(search, k, r, top, led_here)
     if free:
         options = [o for o in options if o[1] <= 0]
@@ -153,6 +152,27 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     if best is not None:
         search.apply(best[2])
     return best is not None
+
+
+def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:
+    """The ``n`` heaviest of ``rows`` (in row order) by goal ``k``'s amounts, heaviest first, ties in row
+    order: a stable sort's first ``n``, without sorting a broker's tens of thousands of rows."""
+    if not len(rows):
+        return []
+    picked: list[int] = rows[lowest(-search.amount(k, rows), n)].tolist()
+    return picked
+
+
+def lightest_fixing(search: GoalSearch, k: int, rows: np.ndarray, excess: float, n: int) -> list[int]:
+    """The ``n`` lightest of ``rows`` (in row order) whose amount of goal ``k`` covers ``excess``, in the order
+    of :func:`heaviest` (the last ``n`` of a stable sort, heaviest first, of those that cover it)."""
+    amounts = search.amount(k, rows)
+    covering = np.flatnonzero(amounts >= excess)
+    if len(covering) > 4 * n:  # only the n lightest (and any tied with the n-th) can be among the last n
+        covering = covering[amounts[covering] <= np.partition(amounts[covering], n - 1)[n - 1]]
+    ordered = covering[np.lexsort((rows[covering], -amounts[covering]))]
+    picked: list[int] = rows[ordered[-n:]].tolist() if len(ordered) else []
+    return picked
 
 
 def later_excess(search: GoalSearch, k: int, after: list[dict[int, float]]) -> float:

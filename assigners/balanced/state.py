@@ -191,11 +191,6 @@ class GoalSearch:
         out: np.ndarray = self.resources[k].follower[self.part[rows]]
         return out
 
-    def rows_and_amounts(self, k: int, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A partner broker's rows, which of them lead, and their amounts of goal ``k``."""
-        rows = self.rows_on(c)
-        return rows, self.lead[rows], self.amount(k, rows)
-
     def by_role(self, k: int, c: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
         """Broker slot ``c``'s replica rows and goal ``k``'s amounts, per role (followers, leaders),
         ascending by amount, then row; kept until ``c`` changes (one goal's at a time)."""
