@@ -240,11 +240,8 @@ def _lowest_peaks(
 
 def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
-    rows = search.rows_on(c)
-    moved = rows[search.moved_in[rows]]
-    parts = search.part[moved]
-    # live on top, and top no longer holds it
-    back = moved[(search.live_matrix[parts] == search.brokers[led_here.top]).any(axis=1) & ~led_here.holds[parts]]
+    away = search.moved_from(led_here.top)
+    back = away[(search.slot[away] == c) & ~led_here.holds[search.part[away]]]  # and top no longer holds it
     leads, amounts = search.lead[back], search.amount(k, back)
     homeward = tuple((back[leads == role], amounts[leads == role]) for role in (False, True))
     return c, search.by_role(k, c), homeward

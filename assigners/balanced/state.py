@@ -118,6 +118,7 @@ class GoalSearch:
         self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self._steps: dict[tuple[int, int], bool] = {}  # may_step's answers since the layout last changed
+        self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
@@ -176,11 +177,18 @@ class GoalSearch:
         rows = range(int(self.first_row[i]), int(self.first_row[i + 1]))
         return next(row for row in rows if int(self.slot[row]) == slot)
 
+    def moved_from(self, slot: int) -> np.ndarray:
+        """Rows the plan moved away from broker ``slot`` (their partition is live there), in row order; kept
+        until a replica moves (leadership rounds ask it over and over)."""
+        known = self._moved_from.get(slot)
+        if known is None:
+            rows = np.flatnonzero(self.moved_in)
+            known = self._moved_from[slot] = rows[(self.live_matrix[self.part[rows]] == self.brokers[slot]).any(axis=1)]
+        return known
+
     def holding_moved_from(self, slot: int) -> list[int]:
         """Broker slots holding replicas the plan moved away from ``slot`` (their partition is live there)."""
-        rows = np.flatnonzero(self.moved_in)
-        away = (self.live_matrix[self.part[rows]] == self.brokers[slot]).any(axis=1)
-        slots: list[int] = np.unique(self.slot[rows[away]]).tolist()
+        slots: list[int] = np.unique(self.slot[self.moved_from(slot)]).tolist()
         return [s for s in slots if s != slot]
 
     def slot_of(self, broker: int) -> int | None:
@@ -386,6 +394,7 @@ class GoalSearch:
         reps = self.replicas[i]
         old, new = int(self.brokers[old_slot]), int(self.brokers[slot])
         if relocate:
+            self._moved_from.clear()
             self.moved.subtract(self.moves_of(i, reps))
             reps[reps.index(old)] = new
             self.moved.update(self.moves_of(i, reps))
