@@ -22,6 +22,8 @@ from assigners.placement import Usage, may_replace, topic_move_counts
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
 Change = tuple[tuple[int, int, bool, bool], ...]
+# A broker's rows and one goal's amounts per role (followers, leaders), ascending by amount, then row.
+Roles = tuple[tuple[np.ndarray, np.ndarray], ...]
 
 
 @dataclass(frozen=True)
@@ -100,14 +102,13 @@ class GoalSearch:
         for k, r in enumerate(resources):
             np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
         self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
-        # rows per broker slot: sorted arrays, and a set for a slot once an action changed it
         by_slot = np.argsort(self.slot, kind="stable")
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
         # rows per broker slot, sorted; an action deletes and inserts its rows (a broker of a few brokers holds
         # tens of thousands: sorting them again after each action cost more than the search)
         self._rows = [np.sort(by_slot[ends[b] : ends[b + 1]]) for b in range(len(self.brokers))]
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
-        self._by_role: tuple[int, dict[int, tuple[int, tuple[tuple[np.ndarray, np.ndarray], ...]]]] = (-1, {})
+        self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
@@ -199,7 +200,7 @@ class GoalSearch:
         out: np.ndarray = self.resources[k].follower[self.part[rows]]
         return out
 
-    def by_role(self, k: int, c: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    def by_role(self, k: int, c: int) -> Roles:
         """Broker slot ``c``'s replica rows and goal ``k``'s amounts, per role (followers, leaders),
         ascending by amount, then row; kept until ``c`` changes (one goal's at a time)."""
         goal, cached = self._by_role
@@ -378,9 +379,8 @@ class GoalSearch:
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
         self._steps.clear()
         i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
-        goal, by_role = self._by_role
-        kept = {s: by_role[s][1] for s in (old_slot, slot) if s in by_role and by_role[s][0] == self.version[s]}
-        old_amount = float(self.row_amount[goal][row]) if kept else 0.0
+        ordered = self._still_ordered(old_slot, slot)
+        old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
         for k, capacity in enumerate(self.capacity):
             self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
             self.load[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
@@ -411,15 +411,24 @@ class GoalSearch:
             self._rows[old_slot] = np.delete(rows, np.searchsorted(rows, row))
             self._rows[slot] = np.insert(self._rows[slot], np.searchsorted(self._rows[slot], row), row)
         self.slot[row], self.lead[row] = slot, lead
-        if old_slot in kept:  # goal's ordered rows of both brokers follow the step instead of being sorted again
-            kept[old_slot] = _sorted_without(kept[old_slot], was_lead, row, old_amount)
-        if slot in kept:
-            kept[slot] = _sorted_with(kept[slot], lead, row, float(self.row_amount[goal][row]))
-        for s, roles in kept.items():
-            by_role[s] = (int(self.version[s]), roles)
+        self._reorder(ordered, row, (old_slot, was_lead, old_amount))
 
+    def _still_ordered(self, *slots: int) -> dict[int, Roles]:
+        """The :meth:`by_role` orders of ``slots`` that are up to date (before a step changes them)."""
+        cached = self._by_role[1]
+        return {s: cached[s][1] for s in slots if s in cached and cached[s][0] == self.version[s]}
 
-Roles = tuple[tuple[np.ndarray, np.ndarray], ...]
+    def _reorder(self, ordered: dict[int, Roles], row: int, was: tuple[int, bool, float]) -> None:
+        """After ``row``'s step, its brokers' :meth:`by_role` orders follow it by a delete and an insert,
+        where sorting them again cost more than the search on a cluster of few brokers."""
+        old_slot, was_lead, old_amount = was
+        slot, lead = int(self.slot[row]), bool(self.lead[row])
+        if old_slot in ordered:
+            ordered[old_slot] = _sorted_without(ordered[old_slot], was_lead, row, old_amount)
+        if slot in ordered:
+            ordered[slot] = _sorted_with(ordered[slot], lead, row, float(self.row_amount[self._by_role[0]][row]))
+        for s, roles in ordered.items():
+            self._by_role[1][s] = (int(self.version[s]), roles)
 
 
 def _at(rows: np.ndarray, amounts: np.ndarray, row: int, amount: float) -> int:
