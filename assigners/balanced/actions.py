@@ -29,22 +29,33 @@ CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then
 
 
 class LedHere:
-    """For one round on broker ``top``: which partitions ``top`` holds, and per broker the replicas it leads
-    of those (a follower on ``top``), the ones a leadership pair or cycle can hand back to ``top``. Built
-    once per broker a round asks for (it asks for the same few many times)."""
+    """For one round on broker ``top`` and goal ``k``: which partitions ``top`` holds, and per broker the
+    replicas it leads, with the amount each passes on with its leadership (all of them, and those of
+    partitions ``top`` holds: the ones a leadership pair or cycle can hand back to ``top``). Built once per
+    broker a round asks for (it asks for the same few many times)."""
 
-    def __init__(self, search: GoalSearch, top: int) -> None:
-        self.search, self.top = search, top
+    def __init__(self, search: GoalSearch, top: int, k: int) -> None:
+        self.search, self.top, self.k = search, top, k
         self.holds = np.zeros(len(search.first_row) - 1, dtype=bool)  # per partition
         self.holds[search.part[search.rows_on(top)]] = True
-        self._led: dict[int, np.ndarray] = {}
+        self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def on(self, c: int) -> np.ndarray:
-        """Rows broker slot ``c`` leads of partitions ``top`` holds, in row order."""
+    def leads(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on."""
         if c not in self._led:
             rows = self.search.rows_on(c)
-            self._led[c] = rows[self.search.lead[rows] & self.holds[self.search.part[rows]]]
+            rows = rows[self.search.lead[rows]]
+            self._led[c] = rows, self.search.row_amount[self.k][rows] - self.search.follower_amount(self.k, rows)
         return self._led[c]
+
+    def on(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`leads` of broker slot ``c`` of the partitions ``top`` holds (a follower on ``top``)."""
+        if c not in self._here:
+            rows, passed = self.leads(c)
+            here = self.holds[self.search.part[rows]]
+            self._here[c] = rows[here], passed[here]
+        return self._here[c]
 
 
 def lowest(values: np.ndarray, k: int) -> list[int]:
@@ -90,8 +101,7 @@ def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -
         key = option_key(search, k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c])
         if key is not None:
             out.append((*key, 0, row, ((r, top, False, False), (row, c, True, False))))
-        led = led_here.on(c)
-        back = search.row_amount[k][led] - search.follower_amount(k, led)
+        led, back = led_here.on(c)
         led, back = led[back < delta], back[back < delta]
         if not len(led):
             continue
@@ -128,9 +138,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedH
         c = int(search.slot[row])
         if row == r:
             continue
-        led = search.rows_on(c)
-        led = led[search.lead[led] & (search.part[led] != i)]
-        passed = search.row_amount[k][led] - search.follower_amount(k, led)
+        led, passed = led_here.leads(c)  # none of partition i: top leads it
         for n in lowest(np.abs(delta - passed), CANDIDATES):
             j_c, j_passed = int(led[n]), float(passed[n])
             j = int(search.part[j_c])
@@ -159,14 +167,12 @@ def close_cycle(
 ) -> list[Option]:
     """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
     cap = search.capacity[k]
-    led = led_here.on(d)
-    parts = search.part[led]
-    led = led[(parts != used[0]) & (parts != used[1])]
-    back = search.row_amount[k][led] - search.follower_amount(k, led)
+    led, back = led_here.on(d)
     new_top, new_c, new_d = loads
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
     out = list[Option]()
-    for n in lowest(peaks, 2):
+    # the two lowest of those not of the partitions used already (d leads one replica of each at most)
+    for n in [n for n in lowest(peaks, 4) if int(search.part[led[n]]) not in used][:2]:
         l_d = int(led[n])
         key = option_key(
             search, k, top, d, float(new_top + back[n] / cap[top]), max(new_c, float(new_d - back[n] / cap[d]))

@@ -108,7 +108,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
         partners = list(dict.fromkeys([*partners, *away[:PARTNER_BROKERS]]))
     cached: dict[int, Held] = {}
-    led_here = LedHere(search, top)
+    led_here = LedHere(search, top, k)
 
     def held_by(c: int) -> Held:
         if c not in cached:
