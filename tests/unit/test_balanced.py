@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
+from assigners.balanced import strategy as balanced_strategy
 from assigners.balanced.donate import donate
 from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
@@ -268,6 +269,27 @@ def test_a_small_cluster_is_searched_from_every_count_order_and_the_fewest_moves
         assert result.metrics.moves <= most, (kind, result.metrics.moves)
         assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
         assert_valid(brokers, parts, result.planned, Constraints())
+
+
+def test_a_large_cluster_stuck_on_its_first_count_order_is_searched_from_the_second_before_widening(monkeypatch):
+    # skewed/6/400/23 (1,200 replicas: above SMALL, two count orders): evened smallest first, a goal stays
+    # stuck; evened in partition order, the plain search meets every goal with the fewest moves (68, the
+    # count balancing's lower bound), so the first order's widened search, the costliest, is never run
+    brokers, parts = scenario("skewed", 6, 400, seed=23)
+    starts, widened = [], []
+    reach = balanced_strategy._reach_goals
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        (widened if kwargs.get("widen") else starts).append(kwargs.get("since") is None)
+        return reach(*args, **kwargs)
+
+    monkeypatch.setattr(balanced_strategy, "_reach_goals", counted)
+    result = plan(brokers, parts)
+    assert starts.count(True) == 2 and not widened  # both orders searched, neither widened
+    assert met_every_goal(result), result.notes
+    assert result.metrics.moves == result.metrics.min_moves == 68
+    assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
+    assert_valid(brokers, parts, result.planned, Constraints())
 
 
 def test_a_goal_on_the_leaders_load_the_search_stops_short_of_is_met_by_annealing_the_leaders():
