@@ -70,6 +70,9 @@ from assigners.model import (
 )
 from assigners.placement import Usage, keep_valid_each, topic_moves
 
+# a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
+Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
+
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
 SMALL = 600  # replicas: every count order tried, then rebuilt (<= ~1 s; at 4,800: 7x the time, no fewer moves)
 RECREATES = 20  # rebuilds of a small cluster's plan at most (~15 ms each; oracle mean: 1.018x, 40: 1.016x, 60: 1.012x)
@@ -136,7 +139,7 @@ def _onto_new_brokers(
     resources: list[Resource],
     options: Constraints,
     new: frozenset[int],
-) -> tuple[list[list[int]], tuple[list[str], list[bool]]] | None:
+) -> Plan | None:
     """With ``new`` brokers that hold nothing yet in a legal layout, the plan whose replicas land only on
     them (or go back home), with its notes and goals met (None when the live layout is not the one to keep,
     or when the rack rule or the caps keep the counts from evening out that way).
@@ -154,7 +157,7 @@ def _onto_new_brokers(
     sizes = partitions["size_bytes"].to_numpy()
     if any(Usage(live, sizes, view).over_capacity(b) for b in view.eligible):
         return None  # replicas must leave a broker over its cap, wherever they can go
-    best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+    best: Plan | None = None
     for goal, amounts in donation_amounts(resources):
         if best is not None and (all(best[1][1]) or (goal is not None and best[1][1][goal])):
             continue  # a goal's resource alone is tried only while that goal is unmet
@@ -174,7 +177,7 @@ def _settle_and_search(
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
-) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
+) -> Plan:
     """From ``kept``, the legal part of the preferred layout (used up), counts evened, then the load goals:
     the plan, its notes and the goals it meets.
 
@@ -192,7 +195,7 @@ def _settle_and_search(
     """
     live = partitions["current"].tolist()
     small = int(partitions["rf"].sum()) <= SMALL
-    best: tuple[list[list[int]], tuple[list[str], list[bool]]] | None = None
+    best: Plan | None = None
     best_moves = 0
 
     def preferred() -> list[list[int]]:
@@ -233,28 +236,26 @@ def _settle_and_search(
 
 
 def _widen_first(
-    first: tuple[list[list[int]], tuple[list[str], list[bool]]],
+    first: Plan,
     start: Callable[[], list[list[int]]],
-    best: tuple[list[list[int]], tuple[list[str], list[bool]]],
+    best: Plan,
     partitions: pd.DataFrame,
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
-) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
+) -> Plan:
     """Where both count orders of a large cluster leave a goal stuck: the first one searched again wider (as
     :func:`_search` does), kept if it meets more goals than its plain search, and then the better of it and
     ``best`` (goals in priority order, then fewer moves; the first order wins a tie)."""
     live = partitions["current"].tolist()
-    wide = start()
-    widened = _reach_goals(wide, partitions, view, resources, options, widen=True)
-    widened = _restart_from_own_plan(wide, partitions, view, resources, options, widened, widen=True)
+    wide, widened = _widened(start, partitions, view, resources, options)
     first = (wide, widened) if widened[1] > first[1][1] else first
     if best[0] is not first[0] and (best[1][1], -_moves(best[0], live)) > (first[1][1], -_moves(first[0], live)):
         return best
     return first
 
 
-def _at_least(plan: tuple[list[list[int]], tuple[list[str], list[bool]]], live: list[list[int]], fewest: int) -> bool:
+def _at_least(plan: Plan, live: list[list[int]], fewest: int) -> bool:
     """Does the plan meet every goal with no more moves than ``fewest``, the count balancing's lower bound
     (:func:`assigners.metrics.minimum_moves`)? Then no other start or rebuild can gain."""
     replicas, (notes, met) = plan
@@ -262,12 +263,12 @@ def _at_least(plan: tuple[list[list[int]], tuple[list[str], list[bool]]], live: 
 
 
 def _fewer_moves(
-    plan: tuple[list[list[int]], tuple[list[str], list[bool]]],
+    plan: Plan,
     partitions: pd.DataFrame,
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
-) -> tuple[list[list[int]], tuple[list[str], list[bool]]]:
+) -> Plan:
     """A small cluster's plan rebuilt around parts of itself: large neighbourhood search (Shaw, 1998; "ruin
     and recreate", Schrimpf et al., 2000).
 
@@ -356,13 +357,25 @@ def _search(
     reached = _restart_from_own_plan(replicas, partitions, view, resources, options, reached)
     if not widen or not _stuck(reached[0]):
         return reached  # every goal met, or out of reach by the rack rule alone: nothing to widen for
-    wide = start()  # built again, not copied: at 1M partitions a copy of the layout is ~100 MB
-    widened = _reach_goals(wide, partitions, view, resources, options, widen=True)
-    widened = _restart_from_own_plan(wide, partitions, view, resources, options, widened, widen=True)
+    wide, widened = _widened(start, partitions, view, resources, options)
     if widened[1] > reached[1]:  # lists of bools compare in priority order
         replicas[:] = wide
         return widened
     return reached
+
+
+def _widened(
+    start: Callable[[], list[list[int]]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """The search trying more candidates wherever the usual ones are stuck, from ``start`` built again (not
+    copied: at 1M partitions a copy of the layout is ~100 MB)."""
+    wide = start()
+    widened = _reach_goals(wide, partitions, view, resources, options, widen=True)
+    return wide, _restart_from_own_plan(wide, partitions, view, resources, options, widened, widen=True)
 
 
 def _restart_from_own_plan(
