@@ -333,22 +333,36 @@ def _bulk_count_moves(
         rows, pos = bulk.cells(old)
         for new in receivers:
             wanted = _wanted(usage, old, new, high[old], low[new])
-            if not wanted:
-                continue
-            legal = bulk.legal(rows, pos, old, new)
-            if view.max_disk.get(new, math.inf) == math.inf:  # room is a count, and wanted stays within it
-                moves += bulk.take(rows[legal], pos[legal], old, new, wanted, usage)
-                continue
-            for n in legal.tolist():
-                i = int(rows[n])
-                if not usage.room_for(i, new) or (not bulk.fresh[i] and not rule.allows(i, old, new)):
-                    continue
-                bulk.move(i, int(pos[n]), old, new, usage)
-                moves += 1
-                wanted -= 1
-                if not wanted:
-                    break
+            # a donor's first replicas in order are judged first, more only while too few of them may go
+            # (a donor holds thousands, a receiver takes a few; which ones go is the same either way)
+            start, size = 0, 4 * wanted + 64
+            while wanted and start < len(rows):
+                chunk = slice(start, start + size)
+                given = _give(bulk, rows[chunk], pos[chunk], old, new, wanted, usage)
+                moves, wanted, start, size = moves + given, wanted - given, start + size, 4 * size
     return moves
+
+
+def _give(bulk: _Bulk, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wanted: int, usage: Usage) -> int:
+    """Move up to ``wanted`` of ``rows`` (in order) that may go from ``old`` to ``new``; how many moved.
+
+    Moves made on earlier rows never change whether a later one may go:
+    the rack masks are the partitions' own, and a move adds (topic, old,
+    new), which never reverses another donor-to-receiver move of this phase.
+    """
+    legal = bulk.legal(rows, pos, old, new)
+    if usage.view.max_disk.get(new, math.inf) == math.inf:  # room is a count, and wanted stays within it
+        return bulk.take(rows[legal], pos[legal], old, new, wanted, usage)
+    given = 0
+    for n in legal.tolist():
+        i = int(rows[n])
+        if not usage.room_for(i, new) or (not bulk.fresh[i] and not bulk.rule.allows(i, old, new)):
+            continue
+        bulk.move(i, int(pos[n]), old, new, usage)
+        given += 1
+        if given == wanted:
+            break
+    return given
 
 
 def _wanted(usage: Usage, old: int, new: int, old_high: int, new_low: int) -> int:
