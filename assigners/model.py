@@ -516,6 +516,15 @@ def same_sets(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return equal
 
 
+def argsort_small(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of small non-negative ints (broker slots, flags): as int16 numpy
+    sorts them by radix, ~5x faster over millions of replicas."""
+    if len(values) and values.min() >= 0 and values.max() < 2**15:
+        values = values.astype(np.int16)
+    order: np.ndarray = np.argsort(values, kind="stable")
+    return order
+
+
 def pad_to(matrix: np.ndarray, width: int) -> np.ndarray:
     if matrix.shape[1] >= width:
         return matrix

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
@@ -264,9 +263,47 @@ def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndar
     return out
 
 
-def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> Counter[tuple[int, int, int]]:
+Pair = tuple[int, int, int]  # (topic, from broker, to broker)
+
+
+class PairCounts:
+    """(topic, from, to) -> how many of a plan's moves name it, each pair kept as one int ((topic x span +
+    from) x span + to): a plan of a million moves built its pairs as tuples in over a second."""
+
+    def __init__(self, span: int, counts: dict[int, int] | None = None) -> None:
+        """``span``: above every broker id a pair may name (encoding stays unambiguous)."""
+        self.span, self.counts = span, {} if counts is None else counts
+
+    def _key(self, pair: Pair) -> int:
+        t, a, b = pair
+        return (t * self.span + a) * self.span + b
+
+    def __getitem__(self, pair: Pair) -> int:
+        return self.counts.get(self._key(pair), 0)
+
+    def __setitem__(self, pair: Pair, n: int) -> None:
+        self.counts[self._key(pair)] = n
+
+    def update(self, pairs: Sequence[Pair] | set[Pair]) -> None:
+        for pair in pairs:
+            key = self._key(pair)
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def subtract(self, pairs: Sequence[Pair] | set[Pair]) -> None:
+        for pair in pairs:
+            key = self._key(pair)
+            self.counts[key] = self.counts.get(key, 0) - 1
+
+    def named(self) -> np.ndarray:
+        """The pairs with a positive count, as rows (topic, from, to), in no particular order."""
+        keys = np.fromiter((k for k, n in self.counts.items() if n > 0), dtype=np.int64)
+        return np.stack([keys // (self.span * self.span), keys // self.span % self.span, keys % self.span], axis=1)
+
+
+def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray, span: int) -> PairCounts:
     """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
-    broker a partition leaves with each broker it joins, as :func:`topic_moves` names them."""
+    broker a partition leaves with each broker it joins, as :func:`topic_moves` names them. ``span``: above
+    every broker id the counts will be asked about (the eligible brokers', and these matrices')."""
     width = max(now.shape[1], was.shape[1])
     now, was = pad_to(now, width), pad_to(was, width)
     gone = (was != PAD) & ~row_contains(was, now)
@@ -274,10 +311,9 @@ def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> Co
     rows = np.flatnonzero(gone.any(axis=1) & new.any(axis=1))
     r, j, k = np.nonzero(gone[rows][:, :, None] & new[rows][:, None, :])
     t, a, b = topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
-    span = int(max(was.max(initial=0), now.max(initial=0))) + 1
+    span = max(span, int(max(was.max(initial=0), now.max(initial=0))) + 1)
     keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
-    triples = zip((keys // (span * span)).tolist(), (keys // span % span).tolist(), (keys % span).tolist())
-    return Counter(dict(zip(triples, counts.tolist())))
+    return PairCounts(span, dict(zip(keys.tolist(), counts.tolist())))
 
 
 def pop_legal(

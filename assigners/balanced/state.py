@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import load_lower_bound
-from assigners.model import ClusterView, Constraints, replica_matrix, topic_codes
+from assigners.model import ClusterView, Constraints, argsort_small, replica_matrix, topic_codes
 from assigners.placement import Usage, may_replace, topic_move_counts
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
@@ -102,11 +102,11 @@ class GoalSearch:
         for k, r in enumerate(resources):
             np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
         self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
-        by_slot = np.argsort(self.slot, kind="stable")
+        by_slot = argsort_small(self.slot)  # stable: each slot's rows ascending
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
         # rows per broker slot, sorted; an action deletes and inserts its rows (a broker of a few brokers holds
         # tens of thousands: sorting them again after each action cost more than the search)
-        self._rows = [np.sort(by_slot[ends[b] : ends[b + 1]]) for b in range(len(self.brokers))]
+        self._rows = [by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))]
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
@@ -116,7 +116,8 @@ class GoalSearch:
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
         self.since = self.live if since is None else _Sets(since)
-        self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic)
+        span = int(self.brokers.max(initial=0)) + 1
+        self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic, span)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self._steps: dict[tuple[int, int], bool] = {}  # may_step's answers since the layout last changed
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
