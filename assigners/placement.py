@@ -279,7 +279,8 @@ class PairCounts:
         return (t * self.span + a) * self.span + b
 
     def __getitem__(self, pair: Pair) -> int:
-        return self.counts.get(self._key(pair), 0)
+        t, a, b = pair  # _key inlined: the goal search asks tens of thousands of times
+        return self.counts.get((t * self.span + a) * self.span + b, 0)
 
     def __setitem__(self, pair: Pair, n: int) -> None:
         self.counts[self._key(pair)] = n
