@@ -8,7 +8,9 @@ past its threshold:
 
 1. replicas per broker, per weight, within ``count_slack`` of the share
    (where racks allow), and leaders the same: :func:`assigners.balance.settle`
-   after keeping every legal replica of the preferred layout, as ``sticky``;
+   after keeping every legal replica of the preferred layout, as ``sticky``
+   (a replica that must go leaves the broker most above its share, the
+   leader's too: :func:`assigners.placement.keep_valid_each`);
 2. disk: ``size_bytes`` per broker against ``disk_capacity_bytes`` (per
    weight when capacities are unknown);
 3. network in: ``bytes_in`` of every replica per broker;

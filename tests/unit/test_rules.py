@@ -276,6 +276,18 @@ def test_keep_valid_each_even_out_drops_from_the_fullest_broker_at_that_point():
     assert keep_valid_each(baselines, rf, view) == [[3, 1], [3, 1], [3, 2], [1, 3], [1, 3]]
 
 
+def test_keep_valid_each_even_out_lets_a_crowded_racks_leader_go_from_the_fullest_broker():
+    # racks a: 1, 2; b: 3. [1, 2] crowds rack a, so one of its replicas must go; broker 1 (its leader) holds four
+    # replicas, broker 2 one: broker 1's goes and leadership passes to broker 2, where keeping the leader would
+    # leave broker 1 three above its share for the count balancing to move
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame([1, 2, 3], ["a", "a", "b"]), Constraints()), Constraints()
+    )
+    baselines = [[1, 2], [1, 3], [1, 3], [1, 3]]
+    assert keep_valid_each(baselines, [2] * 4, view, even_out=True) == [[2], [1, 3], [1, 3], [1, 3]]
+    assert keep_valid_each(baselines, [2] * 4, view) == [[1], [1, 3], [1, 3], [1, 3]]  # without: the follower
+
+
 @settings(max_examples=40, deadline=None)
 @given(cluster=random_clusters(), drop=st.integers(0, 2))
 def test_property_refill_order_is_fewest_free_brokers_in_unused_racks_first(cluster, drop):
