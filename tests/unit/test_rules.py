@@ -11,8 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
-from assigners.model import CORE0_RESERVE, ClusterView, LoadWeights, prepare_brokers, prepare_partitions
-from assigners.placement import _fewest_choices_first, keep_valid, keep_valid_each
+from assigners.model import (
+    CORE0_RESERVE,
+    ClusterView,
+    LoadWeights,
+    argsort_small,
+    prepare_brokers,
+    prepare_partitions,
+    replica_matrix,
+)
+from assigners.placement import _fewest_choices_first, keep_valid, keep_valid_each, topic_move_counts, topic_moves
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
@@ -305,3 +313,37 @@ def test_property_refill_order_is_fewest_free_brokers_in_unused_racks_first(clus
 
     short = [i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t]
     assert _fewest_choices_first(assignment, targets, view) == sorted(short, key=lambda i: (free_brokers(i), i))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(-3, 40_000), max_size=200))
+def test_property_argsort_small_is_a_stable_argsort(values):
+    array = np.asarray(values, dtype=np.int64)
+    assert argsort_small(array).tolist() == np.argsort(array, kind="stable").tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layouts=st.lists(
+        st.tuples(st.lists(st.integers(1, 9), min_size=1, max_size=4, unique=True), st.integers(0, 2)),
+        min_size=1,
+        max_size=12,
+    ),
+    shift=st.integers(0, 5),
+)
+def test_property_topic_move_counts_name_the_pairs_topic_moves_names(layouts, shift):
+    # each partition's later layout: its brokers shifted by ``shift`` (mod 9, some land on brokers it held)
+    before = [brokers for brokers, _ in layouts]
+    after = [[(b + shift * (i % 2) - 1) % 9 + 1 for b in brokers] for i, brokers in enumerate(before)]
+    topics = np.asarray([topic for _, topic in layouts], dtype=np.int64)
+    counts = topic_move_counts(replica_matrix(after), replica_matrix(before), topics, span=10)
+    named = {tuple(row) for row in counts.named().tolist()}
+    assert named == topic_moves(before, after, topics)
+    expected = Counter(
+        (int(t), a, b)
+        for t, was, now in zip(topics, before, after)
+        for a in set(was) - set(now)
+        for b in set(now) - set(was)
+    )
+    assert all(counts[pair] == n for pair, n in expected.items())
+    assert counts[(0, 9, 9)] == 0  # a pair no move names
