@@ -186,17 +186,16 @@ def _settle_and_search(
     """From ``kept``, the legal part of the preferred layout (used up), counts evened, then the load goals:
     the plan, its notes and the goals it meets.
 
-    The count moves first take each donor's smallest replicas: the least
-    data to copy, and the heavy ones stay where the load goals choose for
-    them. Where a greedy search ends depends on where it starts, so the
-    counts are evened again taking replicas in the other orders of
-    :func:`_count_orders` and the plan meeting more goals (then moving
-    fewer replicas) is kept: on a cluster of up to :data:`SMALL`
-    replicas from every order (and the best then rebuilt by
-    :func:`_fewer_moves`), on a larger one from partition order only where
-    the first leaves a goal not met that the rack rule does not put out of
-    reach; the first order's widened search (see :func:`_search`) then
-    runs only where the second is stuck as well (:func:`_widen_first`).
+    The count moves take each donor's replicas in the first order of
+    :func:`_count_orders`. Where a greedy search ends depends on where it
+    starts, so the counts are evened again taking replicas in the other
+    orders and the plan meeting more goals (then moving fewer replicas) is
+    kept: on a cluster of up to :data:`SMALL` replicas from every order
+    (and the best then rebuilt by :func:`_fewer_moves`), on a larger one
+    from the second order only where the first leaves a goal not met that
+    the rack rule does not put out of reach; the first order's widened
+    search (see :func:`_search`) then runs only where the second is stuck
+    as well (:func:`_widen_first`).
     """
     live = partitions["current"].tolist()
     small = int(partitions["rf"].sum()) <= SMALL
@@ -208,7 +207,7 @@ def _settle_and_search(
 
     fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
-    for order in _count_orders(partitions)[: None if small else 2]:
+    for order in _count_orders(partitions, small)[: None if small else 2]:
         if best is not None and (_at_least(best, live, fewest) if small else not _stuck(best[1][0])):
             break
 
@@ -315,17 +314,27 @@ def _fewer_moves(
     return replicas, reached
 
 
-def _count_orders(partitions: pd.DataFrame) -> list[np.ndarray | None]:
+def _count_orders(partitions: pd.DataFrame, small: bool) -> list[np.ndarray | None]:
     """The orders the count moves may take each donor's replicas in, as keys (lowest first; None: partition
-    order): smallest, partition order, largest, coldest and hottest by bytes_in.
+    order): on a small cluster smallest, partition order, largest, coldest and hottest by bytes_in; on a
+    large one partition order, then smallest.
 
     Which replicas even the counts decides where the load goals start: the
     smallest copy the least data, the largest or hottest leave a broker
     heavy on disk or network lighter at once, the coldest leave room for
-    hot ones to come.
+    hot ones to come. On a large cluster, taking each donor's smallest
+    leaves it its heavy ones: the disk goal then swaps them away one round
+    at a time and copies more than it saved, where partition order takes a
+    fair sample of sizes (10k bench cluster: 7,587 -> 7,557 moves, 224 ->
+    181 GB; the job's 33k-partition clusters 1.7 / 1.0 / 3.8 s -> 1.2 /
+    0.9 / 1.2 s, moves and bytes within 2%). A small cluster tries every
+    order anyway; smallest first wins its ties (oracle mean 1.018x, against
+    1.023x with partition order first).
     """
     sizes = partitions["size_bytes"].to_numpy(dtype=float)
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    if not small:
+        return [None, sizes]
     return [sizes, None, -sizes, bytes_in, -bytes_in]
 
 
