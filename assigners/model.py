@@ -84,6 +84,17 @@ class LoadWeights:
         return self.leader_in * bytes_in + self.leader_out * bytes_out, self.follower_in * bytes_in
 
 
+# ``balanced``'s per-goal thresholds (Constraints fields; None: the shared slack or ratio)
+BALANCED_GOAL_THRESHOLDS = (
+    "balanced_replica_slack",
+    "balanced_leader_slack",
+    "balanced_disk_ratio",
+    "balanced_bytes_in_ratio",
+    "balanced_bytes_out_ratio",
+    "balanced_leader_bytes_in_ratio",
+)
+
+
 @dataclass(frozen=True)
 class Constraints:
     """Hard and soft rules every strategy honours (DESIGN.md "Constraints").
@@ -132,6 +143,12 @@ class Constraints:
         ``balanced``'s thresholds (``[planner.balanced]``): replicas and
         leaders per broker within the slack of their weighted share, each load
         resource at most the ratio times its lower bound.
+    balanced_replica_slack, balanced_leader_slack, balanced_disk_ratio, balanced_bytes_in_ratio, \
+balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
+        One goal's own threshold, as Cruise Control sets one per resource
+        (``disk.balance.threshold``, ``network.inbound.balance.threshold``,
+        ...); None: the slack or ratio above (:meth:`balanced_slack`,
+        :meth:`balanced_ratio`).
     """
 
     excluded_brokers: frozenset[int] = frozenset()
@@ -145,6 +162,12 @@ class Constraints:
     bounded_load_epsilon: float | None = None
     balanced_count_slack: int = 1
     balanced_load_ratio: float = 1.05
+    balanced_replica_slack: int | None = None
+    balanced_leader_slack: int | None = None
+    balanced_disk_ratio: float | None = None
+    balanced_bytes_in_ratio: float | None = None
+    balanced_bytes_out_ratio: float | None = None
+    balanced_leader_bytes_in_ratio: float | None = None
     preferred_leaders: Mapping[str, int] = field(default_factory=dict)
     anti_affinity_groups: tuple[tuple[str, ...], ...] = ()
     affinity_hints: tuple[tuple[str, ...], ...] = ()
@@ -169,6 +192,7 @@ class Constraints:
             bounded_load_epsilon=raw.get("bounded_load_epsilon"),
             balanced_count_slack=int(raw.get("balanced_count_slack", cls.balanced_count_slack)),
             balanced_load_ratio=float(raw.get("balanced_load_ratio", cls.balanced_load_ratio)),
+            **{name: raw[name] for name in BALANCED_GOAL_THRESHOLDS if raw.get(name) is not None},
             preferred_leaders={str(k): int(v) for k, v in raw.get("preferred_leaders", {}).items()},
             anti_affinity_groups=tuple(tuple(map(str, g)) for g in raw.get("anti_affinity_groups", ())),
             affinity_hints=tuple(tuple(map(str, g)) for g in raw.get("affinity_hints", ())),
@@ -178,6 +202,16 @@ class Constraints:
             core_capacity=int(raw.get("core_capacity", cls.core_capacity)),
             load_weights=LoadWeights(**raw.get("load_weights", {})),
         )
+
+    def balanced_slack(self, leaders: bool) -> int:
+        """``balanced``'s slack for leader counts (``leaders``) or replica counts."""
+        own = self.balanced_leader_slack if leaders else self.balanced_replica_slack
+        return self.balanced_count_slack if own is None else own
+
+    def balanced_ratio(self, goal: str) -> float:
+        """``balanced``'s threshold for load goal ``goal`` (disk, bytes_in, bytes_out, leader_bytes_in)."""
+        own = getattr(self, f"balanced_{goal}_ratio")
+        return self.balanced_load_ratio if own is None else float(own)
 
     def rf_for(self, topic: str, current_rf: int) -> int:
         if topic in self.replication_factor:
@@ -199,6 +233,8 @@ class Constraints:
             "bounded_load_epsilon": self.bounded_load_epsilon,
             "balanced_count_slack": self.balanced_count_slack,
             "balanced_load_ratio": self.balanced_load_ratio,
+            # a goal's own threshold only where set: a config without them keeps its hash
+            **{name: getattr(self, name) for name in BALANCED_GOAL_THRESHOLDS if getattr(self, name) is not None},
             "preferred_leaders": dict(sorted(self.preferred_leaders.items())),
             "anti_affinity_groups": [list(g) for g in self.anti_affinity_groups],
             "affinity_hints": [list(g) for g in self.affinity_hints],

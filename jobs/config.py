@@ -8,6 +8,7 @@ below, which are also the embedded default used without a config file.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import json
 import math
@@ -86,7 +87,7 @@ class Config:
                 merged[key] = value
         options = {key: getattr(self.constraints, key) for key in STRATEGY_OPTIONS}  # [planner]: global only
         for key in STRATEGY_OPTIONS:
-            merged.pop(key)
+            merged.pop(key, None)  # a goal threshold left unset is not in the dict
         constraints = _constraints(merged, f"clusters.{cluster_id}.constraints", self.source)
         return ClusterSettings(strategy, replace(constraints, **options))
 
@@ -228,7 +229,11 @@ def parse_duration(text: str, what: str) -> dt.timedelta:
 def _check_keys(table: Mapping[str, Any], known: set[str], prefix: str, source: str) -> None:
     unknown = sorted(set(table) - known)
     if unknown:
-        raise ConfigError(f"{source}: unknown key {prefix}{unknown[0]}; known keys here: {', '.join(sorted(known))}")
+        near = difflib.get_close_matches(unknown[0], sorted(known), n=1)  # a typo names what was meant
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise ConfigError(
+            f"{source}: unknown key {prefix}{unknown[0]}{hint}; known keys here: {', '.join(sorted(known))}"
+        )
 
 
 def _typed(table: Mapping[str, Any], key: str, kind: type, default: Any, prefix: str, source: str) -> Any:

@@ -57,11 +57,11 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     """Why goal ``resource`` stays above its threshold, naming the broker and the rack or the replica in the
     way (None: met)."""
     k = search.resources.index(resource)
-    if search.bounds[k] <= 0 or search.ratio(k) <= search.options.balanced_load_ratio * (1 + 1e-9):
+    if search.bounds[k] <= 0 or search.ratio(k) <= search.ratios[k] * (1 + 1e-9):
         return None
     top = int(np.argmax(search.load[k]))
     where = f"broker {int(search.brokers[top])} at {search.ratio(k):.3f}x the lower bound"
-    threshold = f"threshold {search.options.balanced_load_ratio}"
+    threshold = f"threshold {search.ratios[k]:g}"
     racks, floor = search.rack_floor(resource.follower, resource.capacity)
     if floor > search.target(k) * (1 + 1e-9):
         return (

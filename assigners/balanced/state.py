@@ -85,6 +85,8 @@ class GoalSearch:
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
         self.usage = Usage(replicas, self.sizes, view)
         self.bounds = [goal_bound(r, self.rf) for r in resources]
+        self.ratios = [options.balanced_ratio(r.name) for r in resources]  # each goal's threshold
+        self.slack = [options.balanced_slack(False), options.balanced_slack(True)]  # replicas, leaders
         matrix = replica_matrix(replicas)
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
@@ -138,21 +140,20 @@ class GoalSearch:
 
     def goals_met(self) -> list[bool]:
         """Per load goal: within its threshold?"""
-        limit = self.options.balanced_load_ratio * (1 + 1e-9)
-        return [self.ratio(k) <= limit for k in range(len(self.resources))]
+        return [self.ratio(k) <= self.ratios[k] * (1 + 1e-9) for k in range(len(self.resources))]
 
     def ratio(self, k: int) -> float:
         return float(self.load[k].max(initial=0.0)) / self.bounds[k] if self.bounds[k] > 0 else 0.0
 
     def target(self, k: int) -> float:
-        return self.options.balanced_load_ratio * self.bounds[k]
+        return self.ratios[k] * self.bounds[k]
 
     def band(self, b: int, leaders: int) -> tuple[int, int]:
         """Counts strictly within the slack of broker slot ``b``'s weighted share (of replicas, or leaders).
 
         With slack 1: the floor and ceiling of the share, so equal brokers end within 1 of each other.
         """
-        share, slack = self.share[leaders][b], self.options.balanced_count_slack
+        share, slack = self.share[leaders][b], self.slack[leaders]
         return math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1
 
     def count_band(self, b: int, leaders: int) -> tuple[int, int]:

@@ -20,6 +20,9 @@ past its threshold:
 Each load goal is met when its most loaded broker (per capacity) is at most
 ``load_ratio`` times the resource's lower bound, max(total / total capacity,
 largest replica / largest capacity) (:func:`assigners.metrics.resource_ratios`).
+A goal may have its own threshold (``disk_ratio``, ``replica_slack``, ...:
+:meth:`assigners.model.Constraints.balanced_ratio`), as Cruise Control sets a
+balance threshold per resource; it is met, noted and accepted against that.
 It works off the most loaded broker with Cruise Control's three actions:
 leadership transfer (moves no data), single replica move (only while the
 replica counts stay within the slack) and replica swap between two brokers
@@ -81,6 +84,7 @@ RESTARTS = 2  # searches started again from the plan's own output while goals st
 SMALL = 600  # replicas: every count order tried, then rebuilt (<= ~1 s; at 4,800: 7x the time, no fewer moves)
 RECREATES = 20  # rebuilds of a small cluster's plan at most (~15 ms each; oracle mean: 1.018x, 40: 1.016x, 60: 1.012x)
 BATCH = 6  # options a goal round on a large cluster applies at most (goals._apply_more; 12: no faster)
+LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # in priority order; see _resources
 FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
 
 
@@ -114,10 +118,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
-        frame.attrs[SKIP_REASON] = (
-            f"within every balance threshold (counts within {options.balanced_count_slack}, "
-            f"loads within {options.balanced_load_ratio}x their bounds): nothing to change"
-        )
+        frame.attrs[SKIP_REASON] = f"within every balance threshold ({_thresholds(options)}): nothing to change"
         return frame
     onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty else None
     if onto_new is not None:  # a scale-out: replicas land only on the new brokers, the goals as far as that goes
@@ -338,6 +339,16 @@ def _count_orders(partitions: pd.DataFrame, small: bool) -> list[np.ndarray | No
     return [sizes, None, -sizes, bytes_in, -bytes_in]
 
 
+def _thresholds(options: Constraints) -> str:
+    """The thresholds in words, each goal's own where it has one."""
+    replicas, leaders = options.balanced_slack(False), options.balanced_slack(True)
+    counts = f"counts within {replicas}" if replicas == leaders else f"replicas within {replicas}, leaders {leaders}"
+    ratios = {goal: options.balanced_ratio(goal) for goal in LOAD_GOALS}
+    if len(set(ratios.values())) == 1:
+        return f"{counts}, loads within {options.balanced_load_ratio:g}x their bounds"
+    return f"{counts}, " + ", ".join(f"{goal} {ratio:g}x" for goal, ratio in ratios.items()) + " their bounds"
+
+
 def _stuck(notes: list[str]) -> bool:
     """Do the notes name a goal not met that the rack rule alone does not put out of reach?"""
     return any(NOT_MET in note for note in notes)
@@ -471,12 +482,15 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
     sizes = partitions["size_bytes"].to_numpy(dtype=float)
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     zero = np.zeros(len(partitions))
-    return [
-        Resource("disk", sizes, sizes, disk_capacity),
-        Resource("bytes_in", bytes_in, bytes_in, weight),
-        Resource("bytes_out", partitions["bytes_out"].to_numpy(dtype=float), zero, weight),
-        Resource("leader_bytes_in", bytes_in, zero, weight),
+    bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
+    # (as leader, as follower, capacity) per goal of LOAD_GOALS
+    amounts = [
+        (sizes, sizes, disk_capacity),
+        (bytes_in, bytes_in, weight),
+        (bytes_out, zero, weight),
+        (bytes_in, zero, weight),
     ]
+    return [Resource(goal, *amount) for goal, amount in zip(LOAD_GOALS, amounts, strict=True)]
 
 
 def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
@@ -495,5 +509,9 @@ STRATEGY = Strategy(
     options=(
         StrategyOption("count_slack", "balanced_count_slack", int, 1),
         StrategyOption("load_ratio", "balanced_load_ratio", float, 1),
+        # each goal's own threshold (unset: the two above)
+        StrategyOption("replica_slack", "balanced_replica_slack", int, 1, optional=True),
+        StrategyOption("leader_slack", "balanced_leader_slack", int, 1, optional=True),
+        *(StrategyOption(f"{goal}_ratio", f"balanced_{goal}_ratio", float, 1, optional=True) for goal in LOAD_GOALS),
     ),
 )

@@ -63,16 +63,18 @@ def fewest_moves(
             spans.append(used)
         model.add(sum(spans) >= view.required_domains(rf[p]))
     weight = np.array([view.weight_of[b] for b in eligible])
-    for counted, total in ((x, int(sum(rf))), (lead, n)):
+    for counted, total, slack in (
+        (x, int(sum(rf)), constraints.balanced_slack(leaders=False)),
+        (lead, n, constraints.balanced_slack(leaders=True)),
+    ):
         for k, b in enumerate(eligible):
             share = total * weight[k] / weight.sum()
-            slack = constraints.balanced_count_slack
             low, high = math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1
             model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
     for b in eligible:
         if view.max_replicas.get(b, math.inf) < math.inf:
             model.add(sum(x[p, b] for p in range(n)) <= int(view.max_replicas[b]))
-    _load_goals(model, x, lead, prepared, prepared_b, view, constraints.balanced_load_ratio)
+    _load_goals(model, x, lead, prepared, prepared_b, view, constraints)
     live = prepared["current"].tolist()
     _no_back_and_forth(model, x, prepared["topic"].tolist(), live, eligible)
     model.minimize(sum(x[p, b] for p in range(n) for b in eligible if b not in live[p]))
@@ -108,7 +110,7 @@ def _no_back_and_forth(model, x, topics, live, eligible) -> None:  # type: ignor
             model.add(forward + backward <= 1)
 
 
-def _load_goals(model, x, lead, prepared, brokers, view, ratio) -> None:  # type: ignore[no-untyped-def]
+def _load_goals(model, x, lead, prepared, brokers, view, constraints) -> None:  # type: ignore[no-untyped-def]
     eligible = view.eligible
     weight = np.array([view.weight_of[b] for b in eligible])
     disk = pd.to_numeric(brokers.set_index("broker_id")["disk_capacity_bytes"], errors="coerce").reindex(eligible)
@@ -117,13 +119,14 @@ def _load_goals(model, x, lead, prepared, brokers, view, ratio) -> None:  # type
     bytes_in = prepared["bytes_in"].to_numpy(dtype=float)
     zero = np.zeros(len(prepared))
     rf = prepared["rf"].to_numpy()
-    goals = [
-        (size, size, disk_capacity),
-        (bytes_in, bytes_in, weight),
-        (prepared["bytes_out"].to_numpy(dtype=float), zero, weight),
-        (bytes_in, zero, weight),
+    goals = [  # each with its own threshold, as [planner.balanced] names them
+        ("disk", size, size, disk_capacity),
+        ("bytes_in", bytes_in, bytes_in, weight),
+        ("bytes_out", prepared["bytes_out"].to_numpy(dtype=float), zero, weight),
+        ("leader_bytes_in", bytes_in, zero, weight),
     ]
-    for as_leader, as_follower, capacity in goals:
+    for goal, as_leader, as_follower, capacity in goals:
+        ratio = constraints.balanced_ratio(goal)
         total = float((as_leader + (rf - 1) * as_follower).sum())
         if total <= 0:
             continue

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from assigners import Constraints
+from assigners.model import BALANCED_GOAL_THRESHOLDS
 from jobs.config import ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,17 @@ def test_strategy_options_reach_the_constraints_of_every_cluster():
     assert settings.constraints.bounded_load_epsilon == 0.25
     assert Constraints.from_dict(settings.constraints.to_dict()) == settings.constraints
     assert config.config_hash(["c"]) != parse_config({}).config_hash(["c"])
+
+
+def test_a_balanced_goals_own_threshold_travels_and_an_unset_one_leaves_the_hash_alone():
+    config = parse_config({"planner": {"balanced": {"disk_ratio": 1.2, "leader_slack": 2}}})
+    constraints = config.for_cluster("any").constraints
+    assert constraints.balanced_ratio("disk") == 1.2 and constraints.balanced_ratio("bytes_in") == 1.05
+    assert constraints.balanced_slack(leaders=True) == 2 and constraints.balanced_slack(leaders=False) == 1
+    assert Constraints.from_dict(constraints.to_dict()) == constraints
+    assert config.config_hash(["c"]) != parse_config({}).config_hash(["c"])
+    # configs that set none keep the hash they had before these thresholds existed
+    assert set(Constraints().to_dict()).isdisjoint(BALANCED_GOAL_THRESHOLDS)
 
 
 @pytest.mark.parametrize(
