@@ -494,10 +494,17 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
 
 
 def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
-    """In the search's legal layout no cap is broken, and the shared count balancing finds no replica or
-    leader to move (counts in their bands, or as close as racks allow)."""
+    """In the search's legal layout no cap is broken, and every replica and leader count is in its band, or
+    the shared count balancing finds nothing to move (as close as racks allow).
+
+    The bands come first: the balancing evens counts to within 1, so with a
+    wider slack (``count_slack`` 3, say) it would move replicas the slack
+    allows to stay, and a cluster within every threshold would get a plan.
+    """
     if any(search.usage.over_capacity(b) for b in view.eligible):
         return False
+    if not any(any(search.count_band(b, leaders)) for b in range(len(search.brokers)) for leaders in (0, 1)):
+        return True
     settled = [list(r) for r in search.replicas]
     settle(settled, partitions, view, since=partitions["current"].tolist())
     return settled == search.replicas

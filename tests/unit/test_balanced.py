@@ -298,6 +298,31 @@ def test_a_cluster_within_its_goals_own_thresholds_is_skipped_and_told_so():
     )
 
 
+@pytest.mark.parametrize(("slack", "shifted", "moves"), [(1, 1, 1), (2, 1, None), (2, 3, 2), (3, 2, None), (3, 3, 1)])
+def test_a_wider_count_slack_leaves_counts_its_band_allows(slack, shifted, moves):
+    """Six brokers of 30 replicas (no load), ``shifted`` followers moved from one broker to a rack mate: a
+    band of +-(slack - 1) around the share is left alone (skipped), one beyond it brought just inside."""
+    brokers, parts = scenario("drifted", 6, 60, seed=3)
+    even = executed(parts, plan(brokers, parts).planned)[parts.columns].assign(
+        size_bytes=0, bytes_in=0.0, bytes_out=0.0
+    )
+    replicas = [list(r) for r in even["replicas"]]
+    assert all(n == 30 for n in pd.Series([b for r in replicas for b in r]).value_counts())
+    donor = 1
+    rack_mate = int(
+        brokers.loc[(brokers["rack"] == brokers.loc[0, "rack"]) & (brokers["broker_id"] != donor)].iloc[0, 0]
+    )
+    followers = [r for r in replicas if donor in r[1:] and rack_mate not in r][:shifted]
+    for r in followers:
+        r[r.index(donor)] = rack_mate
+    result = plan(brokers, even.assign(replicas=replicas), constraints=Constraints(balanced_count_slack=slack))
+    if moves is None:
+        assert result.status == SKIPPED and result.notes[-1].startswith("within every balance threshold")
+    else:
+        assert result.status == COMMITTED and result.metrics.moves == moves
+        assert result.metrics.replica_spread_after == 2 * (slack - 1)
+
+
 def test_a_goal_the_usual_candidates_get_stuck_on_is_met_by_the_widened_search():
     # the usual five replicas x five partner brokers leave the disk goal at 1.05x+ on broker 2 with no accepted
     # action; CP-SAT reaches every threshold with 8 moves, and the widened search with 12
