@@ -285,7 +285,12 @@ def _judged(
 ) -> tuple[list[str], list[bool]]:
     """A layout's notes and the goals it meets, as :func:`_reach_goals` reports them, without searching."""
     search = GoalSearch(replicas, partitions, view, resources, options)
-    return [*count_notes(search), *(note for r in resources if (note := goal_note(search, r)))], search.goals_met()
+    return _notes(search), search.goals_met()
+
+
+def _notes(search: GoalSearch) -> list[str]:
+    """The notes of the goals the search's layout leaves unmet, counts first, then the load goals in order."""
+    return [*count_notes(search), *(note for r in search.resources if (note := goal_note(search, r)))]
 
 
 def _widen_first(
@@ -517,7 +522,7 @@ def _reach_goals(
         if not search.actions - before + undo_needless_moves(search):
             break
     if anneal_leaders(search):  # the goals on the leaders' load, searched further at no cost in moves
-        notes = [*count_notes(search), *(note for resource in resources if (note := goal_note(search, resource)))]
+        notes = _notes(search)
     return notes, search.goals_met()
 
 
