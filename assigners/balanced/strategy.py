@@ -397,8 +397,8 @@ def _thresholds(options: Constraints) -> str:
     replicas, leaders = options.balanced_slack(False), options.balanced_slack(True)
     counts = f"counts within {replicas}" if replicas == leaders else f"replicas within {replicas}, leaders {leaders}"
     ratios = {goal: options.balanced_ratio(goal) for goal in LOAD_GOALS}
-    if len(set(ratios.values())) == 1:
-        return f"{counts}, loads within {options.balanced_load_ratio:g}x their bounds"
+    if len(set(ratios.values())) == 1:  # one ratio for all, whichever key set it
+        return f"{counts}, loads within {ratios['disk']:g}x their bounds"
     return f"{counts}, " + ", ".join(f"{goal} {ratio:g}x" for goal, ratio in ratios.items()) + " their bounds"
 
 

@@ -295,6 +295,9 @@ def test_a_cluster_within_its_goals_own_thresholds_is_skipped_and_told_so():
         "within every balance threshold (replicas within 1, leaders 2, disk 1.15x, bytes_in 1.05x, "
         "bytes_out 1.05x, leader_bytes_in 1.25x their bounds): nothing to change"
     )
+    each = {f"balanced_{goal}_ratio": 1.2 for goal in ("disk", "bytes_in", "bytes_out", "leader_bytes_in")}
+    again = plan(brokers, executed(parts, first.planned)[parts.columns], constraints=Constraints(**each))
+    assert "(counts within 1, loads within 1.2x their bounds)" in again.notes[-1]
 
 
 @pytest.mark.parametrize(("slack", "shifted", "moves"), [(1, 1, 1), (2, 1, None), (2, 3, 2), (3, 2, None), (3, 3, 1)])
