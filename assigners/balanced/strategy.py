@@ -205,9 +205,6 @@ def _settle_and_search(
     best: Plan | None = None
     best_moves = 0
 
-    def preferred() -> list[list[int]]:
-        return [list(r) for r in partitions["preferred"]]
-
     fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
     for order in _count_orders(partitions, small)[: None if small else 2]:
@@ -215,9 +212,7 @@ def _settle_and_search(
             break
 
         def start(order: np.ndarray | None = order, reuse: bool = False) -> list[list[int]]:
-            replicas = kept if reuse else keep_valid_each(preferred(), partitions["rf"].tolist(), view, even_out=True)
-            settle(replicas, partitions, view, since=live, take_first=order)
-            return replicas
+            return _counts_evened(partitions, view, order, kept if reuse else None)
 
         replicas = start(reuse=best is None)
         if small:
@@ -264,16 +259,32 @@ def _unmet_goal_first(
     if first == 0:
         return best  # already searched first
     reordered = [resources[first], *(r for k, r in enumerate(resources) if k != first)]
-    live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
+    live = partitions["current"].tolist()
     key = (best[1][1], -_moves(best[0], live))
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
     for order in _count_orders(partitions, small=True):
-        replicas = keep_valid_each([list(r) for r in partitions["preferred"]], rf, view, even_out=True)
-        settle(replicas, partitions, view, since=live, take_first=order)
+        replicas = _counts_evened(partitions, view, order)
+        if (layout := tuple(map(tuple, replicas))) in seen:
+            continue
+        seen.add(layout)
         _reach_goals(replicas, partitions, view, reordered, options)
         judged = _judged(replicas, partitions, view, resources, options)
         if (judged[1], -_moves(replicas, live)) > key:
             best, key = (replicas, judged), (judged[1], -_moves(replicas, live))
     return best
+
+
+def _counts_evened(
+    partitions: pd.DataFrame, view: ClusterView, order: np.ndarray | None, kept: list[list[int]] | None = None
+) -> list[list[int]]:
+    """A search's start: the legal part of the preferred layout (``kept`` when already built, used up), its
+    counts evened taking each donor's replicas in ``order`` (see :func:`_count_orders`)."""
+    replicas = kept
+    if replicas is None:
+        preferred = [list(r) for r in partitions["preferred"]]
+        replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
+    settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order)
+    return replicas
 
 
 def _judged(
