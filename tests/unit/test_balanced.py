@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.balance import settle
-from assigners.balanced import strategy as balanced_strategy
+from assigners.balanced import searches
 from assigners.balanced.donate import donate
 from assigners.balanced.goals import improve
 from assigners.balanced.leaders import anneal_leaders
@@ -332,7 +332,7 @@ def test_a_goal_the_others_leave_stuck_is_met_by_searching_it_first(monkeypatch)
     brokers, parts = scenario("rf_gt_racks", 7, 21, seed=204)
     result = plan(brokers, parts)
     assert met_every_goal(result) and result.metrics.moves == 10, result.notes
-    monkeypatch.setattr(balanced_strategy, "_unmet_goal_first", lambda best, *_: best)
+    monkeypatch.setattr(searches, "_unmet_goal_first", lambda best, *_: best)
     without = plan(brokers, parts)
     assert [n.split(" goal")[0] for n in without.notes] == ["bytes_out", "leader_bytes_in"]
 
@@ -383,14 +383,14 @@ def test_a_large_cluster_stuck_on_its_first_count_order_is_searched_from_the_sec
     # goal at once on every scenario cluster tried: none is stuck there to show it)
     brokers, parts = scenario("drifted", 6, 400, seed=1)
     starts, widened = [], []
-    reach, orders = balanced_strategy._reach_goals, balanced_strategy._count_orders
-    monkeypatch.setattr(balanced_strategy, "_count_orders", lambda partitions, small: orders(partitions, True))
+    reach, orders = searches.reach_goals, searches._count_orders
+    monkeypatch.setattr(searches, "_count_orders", lambda partitions, small: orders(partitions, True))
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         (widened if kwargs.get("widen") else starts).append(kwargs.get("since") is None)
         return reach(*args, **kwargs)
 
-    monkeypatch.setattr(balanced_strategy, "_reach_goals", counted)
+    monkeypatch.setattr(searches, "reach_goals", counted)
     result = plan(brokers, parts)
     assert starts.count(True) == 2 and not widened  # both orders searched, neither widened
     assert met_every_goal(result), result.notes
@@ -416,12 +416,12 @@ def test_a_round_on_a_large_cluster_takes_the_next_options_of_its_ranking_each_l
     # another broker to where the top broker was
     search = settled_search(kind, 12, 1000, seed)
     one = settled_search(kind, 12, 1000, seed)  # the same start, one action a round (as on a small cluster)
-    search.batch = balanced_strategy.BATCH
+    search.batch = searches.BATCH
     top = int(np.argmax(search.load[0]))
     assert search.ratio(0) > 1.15
     before, peak = [list(r) for r in search.replicas], float(search.load[0][top])
     assert improve(search, 0, top) and improve(one, 0, top)
-    assert one.actions == 1 and 1 < search.actions <= balanced_strategy.BATCH
+    assert one.actions == 1 and 1 < search.actions <= searches.BATCH
     changed = [(set(was) - set(now), set(now) - set(was)) for was, now in zip(before, search.replicas) if was != now]
     assert len(changed) == 2 * search.actions  # swaps: each of two partitions moves one replica, once
     assert all(len(gone) == len(new) == 1 for gone, new in changed)

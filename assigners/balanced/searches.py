@@ -1,0 +1,388 @@
+"""Running the goal search: from which starts, how often, and which plan wins.
+
+Where a greedy search ends depends on where it starts. The counts are
+evened taking each donor's replicas in one order or another
+(:func:`_count_orders`), the load goals searched from there
+(:func:`reach_goals`, over again until a pass changes nothing), and a search
+short of a reachable goal is run again: from its own plan
+(:func:`_restart_from_own_plan`), wider (:func:`_widened`), from another
+order, and on a small cluster from every order, with a stuck goal first
+(:func:`_unmet_goal_first`) and rebuilt around parts of the plan by large
+neighbourhood search (:func:`_fewer_moves`). Plans compare by the goals
+they meet in priority order, then by fewer moves.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from assigners.balance import settle
+from assigners.balanced.goals import NOT_MET, balance_goal, count_notes, goal_note
+from assigners.balanced.leaders import anneal_leaders
+from assigners.balanced.state import GoalSearch, Resource
+from assigners.balanced.undo import undo_needless_moves
+from assigners.metrics import minimum_moves
+from assigners.model import ClusterView, Constraints, topic_codes
+from assigners.placement import keep_valid_each, topic_moves
+
+# a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
+Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
+
+RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
+SMALL = 600  # replicas: every count order tried, then rebuilt (<= ~1 s; at 4,800: 7x the time, no fewer moves)
+RECREATES = 20  # rebuilds of a small cluster's plan at most (~15 ms each; oracle mean: 1.018x, 40: 1.016x, 60: 1.012x)
+BATCH = 6  # options a goal round on a large cluster applies at most (goals._apply_more; 12: no faster)
+FIXPOINT_ROUNDS = 4  # goal passes over again, each from a fresh search, until one changes nothing
+
+
+def settle_and_search(
+    kept: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """From ``kept``, the legal part of the preferred layout (used up), counts evened, then the load goals:
+    the plan, its notes and the goals it meets.
+
+    The count moves take each donor's replicas in the first order of
+    :func:`_count_orders`. Where a greedy search ends depends on where it
+    starts, so the counts are evened again taking replicas in the other
+    orders and the plan meeting more goals (then moving fewer replicas) is
+    kept: on a cluster of up to :data:`SMALL` replicas from every order
+    (where a load goal is still stuck, again with it first:
+    :func:`_unmet_goal_first`; the best then rebuilt by :func:`_fewer_moves`), on a larger one
+    from the second order only where the first leaves a goal not met that
+    the rack rule does not put out of reach; the first order's widened
+    search (see :func:`_search`) then runs only where the second is stuck
+    as well (:func:`_widen_first`).
+    """
+    live = partitions["current"].tolist()
+    small = int(partitions["rf"].sum()) <= SMALL
+    best: Plan | None = None
+    best_moves = 0
+
+    fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
+    for order in _count_orders(partitions, small)[: None if small else 2]:
+        if best is not None and (_at_least(best, live, fewest) if small else not _stuck(best[1][0])):
+            break
+
+        def start(order: np.ndarray | None = order, reuse: bool = False) -> list[list[int]]:
+            return _counts_evened(partitions, view, order, kept if reuse else None)
+
+        replicas = start(reuse=best is None)
+        if small:
+            layout = tuple(map(tuple, replicas))
+            if layout in seen:
+                continue
+            seen.add(layout)
+        # a large cluster's first order is widened only once the second is stuck as well: another start
+        # often meets every goal in a fraction of the widened search's time (33k partitions: 1.2 s, 4.4 s)
+        first_of_two = not small and best is None
+        reached = _search(replicas, partitions, view, resources, options, start, widen=not first_of_two)
+        if first_of_two:
+            first_start, first_plain = start, (replicas, reached)
+        moves = _moves(replicas, live)
+        if best is None or (reached[1], -moves) > (best[1][1], -best_moves):  # goals in priority order
+            best, best_moves = (replicas, reached), moves
+    assert best is not None
+    if not small and _stuck(best[1][0]) and _stuck(first_plain[1][0]):
+        best = _widen_first(first_plain, first_start, best, partitions, view, resources, options)
+    if small and _stuck(best[1][0]):
+        best = _unmet_goal_first(best, partitions, view, resources, options)
+    if small and not _at_least(best, live, fewest):
+        return _fewer_moves(best, partitions, view, resources, options)
+    return best
+
+
+def _unmet_goal_first(
+    best: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+) -> Plan:
+    """Where a small cluster's best plan leaves a later goal stuck: the goals searched again from every count
+    order with that goal first, the rest in priority order, and the plan kept when it meets more goals (in
+    priority order: the order of the search does not change what wins), then moves fewer.
+
+    The earlier goals' actions decide which replicas the stuck goal can
+    still use: a goal on the leaders' load needs partitions whose replica
+    sets let light and heavy leaders pair up, and the disk goal's swaps
+    may have traded them away (rf_gt_racks/7/21/204: bytes out stuck at
+    1.061x with 11 moves; bytes out first meets every goal with 13, which
+    the rebuilds of :func:`_fewer_moves` bring to 10, the optimum 8).
+    """
+    if all(best[1][1]):
+        return best  # what is stuck is a count: the count moves come before every load goal anyway
+    first = best[1][1].index(False)
+    if first == 0:
+        return best  # already searched first
+    reordered = [resources[first], *(r for k, r in enumerate(resources) if k != first)]
+    live = partitions["current"].tolist()
+    key = (best[1][1], -_moves(best[0], live))
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
+    for order in _count_orders(partitions, small=True):
+        replicas = _counts_evened(partitions, view, order)
+        if (layout := tuple(map(tuple, replicas))) in seen:
+            continue
+        seen.add(layout)
+        reach_goals(replicas, partitions, view, reordered, options)
+        judged = _judged(replicas, partitions, view, resources, options)
+        if (judged[1], -_moves(replicas, live)) > key:
+            best, key = (replicas, judged), (judged[1], -_moves(replicas, live))
+    return best
+
+
+def _counts_evened(
+    partitions: pd.DataFrame, view: ClusterView, order: np.ndarray | None, kept: list[list[int]] | None = None
+) -> list[list[int]]:
+    """A search's start: the legal part of the preferred layout (``kept`` when already built, used up), its
+    counts evened taking each donor's replicas in ``order`` (see :func:`_count_orders`)."""
+    replicas = kept
+    if replicas is None:
+        preferred = [list(r) for r in partitions["preferred"]]
+        replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
+    settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order)
+    return replicas
+
+
+def _judged(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> tuple[list[str], list[bool]]:
+    """A layout's notes and the goals it meets, as :func:`reach_goals` reports them, without searching."""
+    search = GoalSearch(replicas, partitions, view, resources, options)
+    return _notes(search), search.goals_met()
+
+
+def _notes(search: GoalSearch) -> list[str]:
+    """The notes of the goals the search's layout leaves unmet, counts first, then the load goals in order."""
+    return [*count_notes(search), *(note for r in search.resources if (note := goal_note(search, r)))]
+
+
+def _widen_first(
+    first: Plan,
+    start: Callable[[], list[list[int]]],
+    best: Plan,
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """Where both count orders of a large cluster leave a goal stuck: the first one searched again wider (as
+    :func:`_search` does), kept if it meets more goals than its plain search, and then the better of it and
+    ``best`` (goals in priority order, then fewer moves; the first order wins a tie)."""
+    live = partitions["current"].tolist()
+    wide, widened = _widened(start, partitions, view, resources, options)
+    first = (wide, widened) if widened[1] > first[1][1] else first
+    if best[0] is not first[0] and (best[1][1], -_moves(best[0], live)) > (first[1][1], -_moves(first[0], live)):
+        return best
+    return first
+
+
+def _at_least(plan: Plan, live: list[list[int]], fewest: int) -> bool:
+    """Does the plan meet every goal with no more moves than ``fewest``, the count balancing's lower bound
+    (:func:`assigners.metrics.minimum_moves`)? Then no other start or rebuild can gain."""
+    replicas, (notes, met) = plan
+    return all(met) and not notes and _moves(replicas, live) <= fewest
+
+
+def _fewer_moves(
+    plan: Plan,
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """A small cluster's plan rebuilt around parts of itself: large neighbourhood search (Shaw, 1998; "ruin
+    and recreate", Schrimpf et al., 2000).
+
+    The replicas of one moved partition, then of two, go back to their live
+    brokers (where legal); the counts are evened and the goals searched
+    again from there. A rebuilt plan meeting more goals, or as many with
+    fewer moves, replaces the plan and the next round starts from it; a
+    round without gain, or :data:`RECREATES` rebuilds, ends the search (a
+    rebuild that settles to a layout already searched counts, but is not
+    searched again: it would end as before). The greedy search commits to
+    its first moves; this lets the plan drop ones a different start would
+    not need (oracle: mean 1.033x -> 1.018x, worst 1.40x -> 1.25x).
+    """
+    replicas, reached = plan
+    live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
+    smallest = partitions["size_bytes"].to_numpy(dtype=float)
+    key = (reached[1], -_moves(replicas, live))
+    tries = 0
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # rebuilds already searched: the same search, no gain again
+    while tries < RECREATES:
+        moved = [i for i, (now, was) in enumerate(zip(replicas, live)) if set(now) != set(was)]
+        for ruined in itertools.chain(((i,) for i in moved), itertools.combinations(moved, 2)):
+            if tries == RECREATES:
+                break
+            tries += 1
+            again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
+            settle(again, partitions, view, since=live, take_first=smallest)
+            layout = tuple(map(tuple, again))
+            if layout in seen:
+                continue
+            seen.add(layout)
+            rebuilt = reach_goals(again, partitions, view, resources, options)
+            rebuilt_key = (rebuilt[1], -_moves(again, live))
+            if rebuilt_key > key:
+                replicas, reached, key = again, rebuilt, rebuilt_key
+                break  # the next round starts from the rebuilt plan
+        else:
+            break  # a whole round without gain
+    return replicas, reached
+
+
+def _count_orders(partitions: pd.DataFrame, small: bool) -> list[np.ndarray | None]:
+    """The orders the count moves may take each donor's replicas in, as keys (lowest first; None: partition
+    order): on a small cluster smallest, partition order, largest, coldest and hottest by bytes_in; on a
+    large one partition order, then smallest.
+
+    Which replicas even the counts decides where the load goals start: the
+    smallest copy the least data, the largest or hottest leave a broker
+    heavy on disk or network lighter at once, the coldest leave room for
+    hot ones to come. On a large cluster, taking each donor's smallest
+    leaves it its heavy ones: the disk goal then swaps them away one round
+    at a time and copies more than it saved, where partition order takes a
+    fair sample of sizes (10k bench cluster: 7,587 -> 7,557 moves, 224 ->
+    181 GB; the job's 33k-partition clusters 1.7 / 1.0 / 3.8 s -> 1.2 /
+    0.9 / 1.2 s, moves and bytes within 2%). A small cluster tries every
+    order anyway; smallest first wins its ties (oracle mean 1.018x, against
+    1.023x with partition order first).
+    """
+    sizes = partitions["size_bytes"].to_numpy(dtype=float)
+    bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
+    if not small:
+        return [None, sizes]
+    return [sizes, None, -sizes, bytes_in, -bytes_in]
+
+
+def _stuck(notes: list[str]) -> bool:
+    """Do the notes name a goal not met that the rack rule alone does not put out of reach?"""
+    return any(NOT_MET in note for note in notes)
+
+
+def _moves(replicas: list[list[int]], live: list[list[int]]) -> int:
+    return sum(len(set(now) - set(was)) for now, was in zip(replicas, live))
+
+
+def _search(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    start: Callable[[], list[list[int]]],
+    widen: bool = True,
+) -> tuple[list[str], list[bool]]:
+    """The load goals from the settled layout, in place; where some stay unmet (and ``widen``), searched
+    again from the same start (``start`` builds it again) trying more candidates wherever the usual ones
+    are stuck, kept when it meets more goals.
+
+    The widening runs second and only where needed (a goal not met that
+    the rack rule alone does not put out of reach): where the usual
+    search meets every goal it is not slower, and where it misses one the
+    plan is never worse (goals in priority order). Widening as the first
+    search would not do: a different early action sends the greedy search
+    down another path, which on some clusters meets fewer goals.
+    """
+    reached = reach_goals(replicas, partitions, view, resources, options)
+    reached = _restart_from_own_plan(replicas, partitions, view, resources, options, reached)
+    if not widen or not _stuck(reached[0]):
+        return reached  # every goal met, or out of reach by the rack rule alone: nothing to widen for
+    wide, widened = _widened(start, partitions, view, resources, options)
+    if widened[1] > reached[1]:  # lists of bools compare in priority order
+        replicas[:] = wide
+        return widened
+    return reached
+
+
+def _widened(
+    start: Callable[[], list[list[int]]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """The search trying more candidates wherever the usual ones are stuck, from ``start`` built again (not
+    copied: at 1M partitions a copy of the layout is ~100 MB)."""
+    wide = start()
+    widened = reach_goals(wide, partitions, view, resources, options, widen=True)
+    return wide, _restart_from_own_plan(wide, partitions, view, resources, options, widened, widen=True)
+
+
+def _restart_from_own_plan(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    reached: tuple[list[str], list[bool]],
+    widen: bool = False,
+) -> tuple[list[str], list[bool]]:
+    """Where goals stay unmet, search again as if the plan were already executed; in place.
+
+    The search's rules are relative to the live layout (a replica moves
+    once, sending one back saves a move), so a search that starts from its
+    own plan can reach what the first one could not, which is what a second
+    run after executing the plan would do. Doing it here meets the goal one
+    run earlier, and re-planning a plan's own output then finds nothing
+    left. Its search still counts the topic rule against the live layout
+    (the one the plan is executed on), and the result is kept only when it
+    meets more goals (in priority order) and never moves a replica of a
+    topic A->B and B->A against that layout.
+    """
+    notes, met = reached
+    live = partitions["current"].tolist()
+    topics = topic_codes(partitions)
+    for _ in range(RESTARTS):
+        if all(met):
+            break
+        again = [list(r) for r in replicas]
+        new_notes, new_met = reach_goals(
+            again, partitions.assign(current=replicas), view, resources, options, widen=widen, since=live
+        )
+        pairs = topic_moves(live, again, topics)
+        if new_met <= met or any((t, b, a) in pairs for t, a, b in pairs):
+            break  # lists of bools compare in priority order: the first goal it newly meets decides
+        replicas[:] = again
+        notes, met = new_notes, new_met
+    return notes, met
+
+
+def reach_goals(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    landing: frozenset[int] | None = None,
+    widen: bool = False,
+    since: list[list[int]] | None = None,
+) -> tuple[list[str], list[bool]]:
+    """The load goals in turn, over again until a round changes nothing; in place.
+
+    Each round starts a new pass: a replica the last one placed may move
+    again (its move counts once against the live layout either way).
+    ``landing``: the only brokers a replica may move onto, besides its live home; ``widen``: see
+    :func:`_search`. Returns the notes of the goals left unmet and which goals are met.
+    """
+    search = GoalSearch(replicas, partitions, view, resources, options, since)
+    search.landing, search.widen = landing, widen
+    search.batch = 1 if int(partitions["rf"].sum()) <= SMALL else BATCH
+    for _ in range(FIXPOINT_ROUNDS):
+        search.new_pass()
+        before = search.actions
+        notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
+        if not search.actions - before + undo_needless_moves(search):
+            break
+    if anneal_leaders(search):  # the goals on the leaders' load, searched further at no cost in moves
+        notes = _notes(search)
+    return notes, search.goals_met()
