@@ -44,7 +44,7 @@ def anneal_leaders(search: GoalSearch) -> bool:
         return False
     walk = _Walk(search, goals)
     walk.run(min(ANNEAL_STEPS, STEPS_PER_PARTITION * len(walk.parts)))
-    best_met = [walk.best_load[n].max() <= search.target(k) * (1 + 1e-9) for n, k in enumerate(goals)]
+    best_met = [max(walk.best_load[n]) <= search.target(k) * (1 + 1e-9) for n, k in enumerate(goals)]
     if best_met <= [met[k] for k in goals]:
         return False
     walk.apply_best()
@@ -52,7 +52,13 @@ def anneal_leaders(search: GoalSearch) -> bool:
 
 
 class _Walk:
-    """The annealing state: per partition with a choice, its replica rows and the row that leads."""
+    """The annealing state: per partition with a choice, its replica rows and the row that leads.
+
+    The walk takes tens of thousands of steps in Python, so what a step
+    reads is laid out for it: plain lists, not numpy scalars; each
+    partition's row per broker; the leader bands once (they do not change
+    during the walk). The arithmetic is the same, so the walk is too.
+    """
 
     def __init__(self, search: GoalSearch, goals: list[int]) -> None:
         self.search, self.goals = search, goals
@@ -60,52 +66,61 @@ class _Walk:
         leading = np.zeros(len(sizes), dtype=bool)
         leading[search.part[search.lead]] = True
         self.parts = np.flatnonzero((sizes >= 2) & leading).tolist()  # a leader on an ineligible broker stays
-        self.rows = [list(search.rows_of(i)) for i in self.parts]
-        self.leader = [next(r for r in rows if search.lead[r]) for rows in self.rows]
+        rows = [list(search.rows_of(i)) for i in self.parts]
+        self.rows = rows
+        self.row_on = [{int(search.slot[r]): r for r in part_rows} for part_rows in rows]  # per partition: slot -> row
+        self.leader = [next(r for r in part_rows if search.lead[r]) for part_rows in rows]
         self.start = list(self.leader)
         self.slot = search.slot
-        # per goal: what passing leadership of a partition moves, per unit of each broker's capacity
-        self.delta = [search.resources[k].leader - search.resources[k].follower for k in goals]
-        self.capacity = [np.asarray(search.capacity[k], dtype=float) for k in goals]
-        self.load = [search.load[k].copy() for k in goals]
+        # per goal and partition of the walk: what passing its leadership moves
+        self.delta = [
+            np.asarray(search.resources[k].leader - search.resources[k].follower, dtype=float)[self.parts].tolist()
+            for k in goals
+        ]
+        self.capacity = [np.asarray(search.capacity[k], dtype=float).tolist() for k in goals]
+        self.load = [np.asarray(search.load[k], dtype=float).tolist() for k in goals]
         self.target = [search.target(k) for k in goals]
         self.weight = [PRIORITY ** (len(goals) - 1 - n) / search.bounds[k] for n, k in enumerate(goals)]
-        self.count = search.leaders.copy()
-        self.led: list[list[int]] = [[] for _ in range(len(search.brokers))]  # indexes into parts, per slot
+        self.count = search.leaders.tolist()
+        slots = range(len(search.brokers))
+        # a broker may give a leader while it stays at or above its band's low end, take one while at or below
+        # its high end (GoalSearch.count_ok with delta -1 and +1)
+        self.low, self.high = (list(ends) for ends in zip(*(search.band(b, 1) for b in slots))) if slots else ([], [])
+        self.led: list[list[int]] = [[] for _ in slots]  # indexes into parts, per slot
         for n, row in enumerate(self.leader):
             self.led[int(self.slot[row])].append(n)
-        self.best_load = [load.copy() for load in self.load]
+        self.best_load = [list(load) for load in self.load]
         self.best_leader = list(self.leader)
-
-    def excess(self, g: int, value: float) -> float:
-        return self.weight[g] * max(0.0, value - self.target[g])
 
     def run(self, steps: int) -> None:
         rng = np.random.default_rng(SEED)
-        picks = rng.integers(0, max(1, len(self.parts)), steps)
-        to, partner, luck = rng.random(steps), rng.random(steps), rng.random(steps)
+        picks = rng.integers(0, max(1, len(self.parts)), steps).tolist()
+        to, partner, luck = rng.random(steps).tolist(), rng.random(steps).tolist(), rng.random(steps).tolist()
         energy = best = 0.0  # relative to the start
+        count, low, high, slot = self.count, self.low, self.high, self.slot
         for step in range(steps if self.parts else 0):
-            temperature = HOT * (COLD / HOT) ** (step / steps)
-            n = int(picks[step])
+            n = picks[step]
             rows = self.rows[n]
             new = rows[int(to[step] * len(rows))]
             if new == self.leader[n]:
                 continue
-            a, b = int(self.slot[self.leader[n]]), int(self.slot[new])
+            a, b = int(slot[self.leader[n]]), int(slot[new])
             back = None
-            if not (self.search.count_ok(self.count, 1, a, -1) and self.search.count_ok(self.count, 1, b, +1)):
+            if not (count[a] - 1 >= low[a] and count[b] + 1 <= high[b]):
                 back = self._passed_back(b, a, partner[step])
                 if back is None:
                     continue
             change = self._energy_change(n, back, a, b)
-            if change <= 0 or luck[step] < math.exp(-change / temperature):
-                self._transfer(n, back, a, b)
-                energy += change
-                if energy < best - 1e-12:
-                    best = energy
-                    self.best_load = [load.copy() for load in self.load]
-                    self.best_leader = list(self.leader)
+            if change > 0:
+                temperature = HOT * (COLD / HOT) ** (step / steps)
+                if not luck[step] < math.exp(-change / temperature):
+                    continue
+            self._transfer(n, back, a, b)
+            energy += change
+            if energy < best - 1e-12:
+                best = energy
+                self.best_load = [list(load) for load in self.load]
+                self.best_leader = list(self.leader)
 
     def _passed_back(self, b: int, a: int, draw: float) -> tuple[int, int] | None:
         """A partition broker ``b`` leads that ``a`` follows (drawn), and its row on ``a``; None: none drawn."""
@@ -113,36 +128,35 @@ class _Walk:
         if not led:
             return None
         m = led[int(draw * len(led))]
-        row = next((r for r in self.rows[m] if int(self.slot[r]) == a), None)
+        row = self.row_on[m].get(a)
         return None if row is None else (m, row)
 
     def _energy_change(self, n: int, back: tuple[int, int] | None, a: int, b: int) -> float:
-        i = self.parts[n]
+        """How the energy changes with ``n``'s leadership passed from slot ``a`` to ``b`` (and ``back``'s from
+        ``b`` to ``a``): each goal's excess over its target on both, weighted, and the leaders changed."""
         change = 0.0
-        for g, delta in enumerate(self.delta):
-            moved = float(delta[i]) - (float(delta[self.parts[back[0]]]) if back else 0.0)
-            load, cap = self.load[g], self.capacity[g]
-            change += self.excess(g, load[a] - moved / cap[a]) - self.excess(g, load[a])
-            change += self.excess(g, load[b] + moved / cap[b]) - self.excess(g, load[b])
+        for delta, load, cap, weight, target in zip(self.delta, self.load, self.capacity, self.weight, self.target):
+            moved = delta[n] - (delta[back[0]] if back else 0.0)
+            # each broker's excess over the target, before and after: max(0.0, x) written out (hot loop)
+            a_after, a_before = load[a] - moved / cap[a] - target, load[a] - target
+            b_after, b_before = load[b] + moved / cap[b] - target, load[b] - target
+            change += weight * (a_after if a_after > 0.0 else 0.0) - weight * (a_before if a_before > 0.0 else 0.0)
+            change += weight * (b_after if b_after > 0.0 else 0.0) - weight * (b_before if b_before > 0.0 else 0.0)
         before = int(self.leader[n] != self.start[n])
-        after = int(self._new_row(n, b) != self.start[n])
+        after = int(self.row_on[n][b] != self.start[n])
         if back is not None:
             before += int(self.leader[back[0]] != self.start[back[0]])
             after += int(back[1] != self.start[back[0]])
         return change + CHANGE_COST * (after - before)
 
-    def _new_row(self, n: int, slot: int) -> int:
-        return next(r for r in self.rows[n] if int(self.slot[r]) == slot)
-
     def _transfer(self, n: int, back: tuple[int, int] | None, a: int, b: int) -> None:
-        moves = [(n, self._new_row(n, b), a, b)]
+        moves = [(n, self.row_on[n][b], a, b)]
         if back is not None:
             moves.append((back[0], back[1], b, a))
         for m, row, old, new in moves:
-            i = self.parts[m]
-            for g, delta in enumerate(self.delta):
-                self.load[g][old] -= float(delta[i]) / self.capacity[g][old]
-                self.load[g][new] += float(delta[i]) / self.capacity[g][new]
+            for delta, load, cap in zip(self.delta, self.load, self.capacity):
+                load[old] -= delta[m] / cap[old]
+                load[new] += delta[m] / cap[new]
             self.leader[m] = row
             self.count[old] -= 1
             self.count[new] += 1
