@@ -356,22 +356,25 @@ def pop_legal(
     fallback: int | None = None
     avoided: int | None = None
     chosen: int | None = None
+    domain_of = view.domain_of
     while heap:
         key, b = heapq.heappop(heap)
         if key != key_of(b):
             continue  # stale entry; the fresh one is in the heap
         skipped.append((key, b))
+        new_rack = not prefers_new_rack or domain_of[b] not in used
+        if not (new_rack or old_rack_ok):
+            continue  # an old rack the rule cannot take: never chosen, so its rules need no asking (most pops)
         if b in replicas or not usage.room_for(i, b):
             continue
-        new_rack = not prefers_new_rack or view.domain_of[b] not in used
         if avoid is not None and avoid(b):
-            if avoided is None and (new_rack or old_rack_ok):
+            if avoided is None:
                 avoided = b
             continue
         if new_rack:
             chosen = b
             break
-        if fallback is None and old_rack_ok:
+        if fallback is None:
             fallback = b  # an old rack still meets the rule; a new one is only preferred
     if chosen is None:
         chosen = fallback if fallback is not None else avoided
