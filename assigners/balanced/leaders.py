@@ -21,7 +21,7 @@ import numpy as np
 
 from assigners.balanced.state import GoalSearch
 
-ANNEAL_STEPS = 20_000  # transfers tried at most: ~0.15 s, and a 50-partition cluster needs ~10k
+ANNEAL_STEPS = 20_000  # transfers tried at most: ~15 ms, and a 50-partition cluster needs ~10k
 STEPS_PER_PARTITION = 500  # on a small cluster fewer suffice
 PRIORITY = 1_000.0  # a goal's excess weighs this much more than the next goal's
 CHANGE_COST = 1e-3  # per leader changed, in units of a goal's bound: well below what a goal's step gains
