@@ -66,10 +66,9 @@ class _Walk:
         leading = np.zeros(len(sizes), dtype=bool)
         leading[search.part[search.lead]] = True
         self.parts = np.flatnonzero((sizes >= 2) & leading).tolist()  # a leader on an ineligible broker stays
-        rows = [list(search.rows_of(i)) for i in self.parts]
-        self.rows = rows
-        self.row_on = [{int(search.slot[r]): r for r in part_rows} for part_rows in rows]  # per partition: slot -> row
-        self.leader = [next(r for r in part_rows if search.lead[r]) for part_rows in rows]
+        self.rows = [list(search.rows_of(i)) for i in self.parts]
+        self.row_on = [{int(search.slot[r]): r for r in rows} for rows in self.rows]  # per partition: slot -> row
+        self.leader = [next(r for r in rows if search.lead[r]) for rows in self.rows]
         self.start = list(self.leader)
         self.slot = search.slot
         # per goal and partition of the walk: what passing its leadership moves
@@ -82,11 +81,11 @@ class _Walk:
         self.target = [search.target(k) for k in goals]
         self.weight = [PRIORITY ** (len(goals) - 1 - n) / search.bounds[k] for n, k in enumerate(goals)]
         self.count = search.leaders.tolist()
-        slots = range(len(search.brokers))
         # a broker may give a leader while it stays at or above its band's low end, take one while at or below
         # its high end (GoalSearch.count_ok with delta -1 and +1)
-        self.low, self.high = (list(ends) for ends in zip(*(search.band(b, 1) for b in slots))) if slots else ([], [])
-        self.led: list[list[int]] = [[] for _ in slots]  # indexes into parts, per slot
+        bands = [search.band(b, 1) for b in range(len(search.brokers))]
+        self.low, self.high = [low for low, _ in bands], [high for _, high in bands]
+        self.led: list[list[int]] = [[] for _ in bands]  # indexes into parts, per slot
         for n, row in enumerate(self.leader):
             self.led[int(self.slot[row])].append(n)
         self.best_load = [list(load) for load in self.load]
