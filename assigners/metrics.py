@@ -11,13 +11,16 @@
 * moves = replicas added to brokers that did not hold them; leader moves
 * minimum moves = the larger of (a) replicas forced off ineligible brokers (or
   added by an RF increase) + sum over eligible brokers of max(0, kept replicas
-  - ceil(average)) and (b) sum over eligible brokers of max(0, floor(weighted
-  share) - replicas held): every replica a broker gains is one move
+  - ceil(weighted share)) and (b) sum over eligible brokers of max(0,
+  floor(weighted share) - replicas held): every replica a broker gains is one
+  move. DESIGN.md writes (a) with ceil(average); with unequal weights a broker
+  of weight 2 holds twice the average in a balanced plan, so the weighted
+  share keeps it a true bound (they agree when weights are 1), as for the
+  load bound above
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -246,15 +249,22 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     for row, target in zip(old[needs_choice & ~crowded].tolist(), rf[needs_choice & ~crowded].tolist()):
         kept_total += len(keep_valid([b for b in row if b in view.eligible_set], int(target), view))
     forced = int(rf.sum()) - kept_total
-    ceiling = math.ceil(int(rf.sum()) / len(eligible))
-    return max(forced + int(np.maximum(counts - ceiling, 0).sum()), _deficit(old, int(rf.sum()), eligible, view))
+    share = _weighted_share(int(rf.sum()), eligible, view)
+    ceiling = np.ceil(share - 1e-9).astype(np.int64)
+    return max(forced + int(np.maximum(counts - ceiling, 0).sum()), _deficit(old, share, eligible))
 
 
-def _deficit(old: np.ndarray, total: int, eligible: np.ndarray, view: ClusterView) -> int:
+def _weighted_share(total: int, eligible: np.ndarray, view: ClusterView) -> np.ndarray:
+    """Each eligible broker's share of ``total`` replicas by weight (the average when weights are equal)."""
+    weight = np.array([view.weight_of[int(b)] for b in eligible], dtype=float)
+    share: np.ndarray = total * weight / weight.sum()
+    return share
+
+
+def _deficit(old: np.ndarray, share: np.ndarray, eligible: np.ndarray) -> int:
     """Replicas the brokers below the floor of their weighted share must gain: one move each."""
     held = np.bincount(np.searchsorted(eligible, old[np.isin(old, eligible)]), minlength=len(eligible))
-    weight = np.array([view.weight_of[int(b)] for b in eligible], dtype=float)
-    floor = np.floor(total * weight / weight.sum() + 1e-9).astype(np.int64)
+    floor = np.floor(share + 1e-9).astype(np.int64)
     return int(np.maximum(floor - held, 0).sum())
 
 

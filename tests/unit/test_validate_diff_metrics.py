@@ -5,13 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.diff import LEADER, NEW, REASSIGN, diff_assignment
 from assigners.metrics import minimum_moves, plan_metrics
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from assigners.validate import plan_violations
-from tests.unit.clusters import brokers_frame, executed, partitions_frame
+from tests.unit.clusters import brokers_frame, executed, partitions_frame, random_clusters
 
 
 def failed_message(brokers: pd.DataFrame, parts: pd.DataFrame) -> str:
@@ -110,6 +112,45 @@ def test_metrics_loads_bound_spread_and_min_moves():
     # 4 replicas over 3 brokers: ceil = 2, nobody above it, nothing forced off; but broker 3 holds none
     # and a count-balanced plan gives it floor(4/3) = 1, so one replica must move there
     assert minimum_moves(before, parts["rf"].to_numpy(), view) == 1
+
+
+# weights 2, 1, 1, 2 and 60 replicas: shares 20, 10, 10, 20, which this layout holds
+WEIGHTED_BALANCED = (
+    brokers_frame([1, 2, 3, 4], racks=["a", "b", "a", "b"], weights=[2.0, 1.0, 1.0, 2.0]),
+    partitions_frame([[1, 4]] * 10 + [[1, 2]] * 10 + [[3, 4]] * 10, ["t"] * 30, list(range(30))),
+)
+
+
+def test_min_moves_holds_each_broker_to_its_weighted_share_not_the_average():
+    # DESIGN.md's ceil(average) is 15: it called 5 of broker 1's and 4's 20 replicas excess, 10 moves a
+    # layout balanced per weight does not need. With one of broker 4's replicas on broker 3 instead, broker 3
+    # holds 11 (above ceil 10) and broker 4 holds 19 (below floor 20): one move
+    brokers, parts = WEIGHTED_BALANCED
+    view = ClusterView.from_brokers(prepare_brokers(brokers, Constraints()), Constraints())
+    layout = [list(r) for r in parts["replicas"]]
+    assert minimum_moves(layout, np.full(30, 2), view) == 0
+    layout[0] = [1, 3]
+    assert minimum_moves(layout, np.full(30, 2), view) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=random_clusters(max_brokers=8, max_rf=3), strategy=st.sampled_from(["sticky", "balanced"]))
+@example(cluster=WEIGHTED_BALANCED, strategy="sticky")
+def test_property_no_plan_balanced_per_weight_moves_fewer_than_min_moves(cluster, strategy):
+    """min_moves is a lower bound for every plan whose counts sit within 1 of each broker's weighted share (the
+    balanced plans it speaks of); the counts are taken from the planned replica lists, not the metrics."""
+    brokers, parts = cluster
+    result = plan_cluster(brokers, parts, PlanRequest("c", strategy))
+    if result.status != COMMITTED:
+        return
+    view = ClusterView.from_brokers(prepare_brokers(brokers, Constraints()), Constraints())
+    held = dict.fromkeys(view.eligible, 0)
+    for replicas in result.planned["replicas"]:
+        for b in replicas:
+            held[b] += 1
+    total, weight = sum(held.values()), sum(view.weight_of[b] for b in held)
+    if all(abs(n - total * view.weight_of[b] / weight) < 1 for b, n in held.items()):
+        assert result.metrics.moves >= result.metrics.min_moves, (result.metrics.moves, result.metrics.min_moves)
 
 
 def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
