@@ -428,6 +428,10 @@ class ClusterView:
             c < math.inf for c in self.max_disk.values()
         )
 
+    def capped(self, broker: int) -> bool:
+        """Does ``broker`` have a cap on its replicas or its bytes?"""
+        return self.max_replicas.get(broker, math.inf) < math.inf or self.max_disk.get(broker, math.inf) < math.inf
+
     def rack_alternated(self) -> list[int]:
         """Eligible brokers interleaved by rack: r1b1, r2b1, r3b1, r1b2, ...
 

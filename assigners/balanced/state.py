@@ -110,7 +110,6 @@ class GoalSearch:
         # tens of thousands: sorting them again after each action cost more than the search)
         self._rows = [by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))]
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
-        self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
@@ -121,13 +120,21 @@ class GoalSearch:
         span = int(self.brokers.max(initial=0)) + 1
         self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic, span)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
-        self._steps: dict[tuple[int, int], bool] = {}  # may_step's answers since the layout last changed
-        self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
+        self._start_caches(view)
         self.actions = 0
         # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
         self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
+
+    def _start_caches(self, view: ClusterView) -> None:
+        """What the search asks over and over, kept until the layout changes under it."""
+        self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
+        # may_step's answers per topic, (row, slot) -> (answer, the slot's version for a capped slot, else 0)
+        self._steps: dict[int, dict[tuple[int, int], tuple[bool, int]]] = {}
+        self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
+        self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
+        self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -183,12 +190,27 @@ class GoalSearch:
 
     def moved_from(self, slot: int) -> np.ndarray:
         """Rows the plan moved away from broker ``slot`` (their partition is live there), in row order; kept
-        until a replica moves (leadership rounds ask it over and over)."""
+        until a replica of a partition live there moves (leadership rounds ask it over and over)."""
         known = self._moved_from.get(slot)
         if known is None:
-            rows = np.flatnonzero(self.moved_in)
-            known = self._moved_from[slot] = rows[(self.live_matrix[self.part[rows]] == self.brokers[slot]).any(axis=1)]
+            rows = self.rows_live_on(slot)
+            known = self._moved_from[slot] = rows[self.moved_in[rows]]
         return known
+
+    def rows_live_on(self, slot: int) -> np.ndarray:
+        """The rows of every partition live on broker ``slot``, in row order (the live layout never changes: a
+        broker's share of it is gathered once, for all brokers, the first time one is asked for)."""
+        if self._live_rows is None:
+            part, position = np.nonzero(np.isin(self.live_matrix, self.brokers))
+            slots = np.searchsorted(self.brokers, self.live_matrix[part, position])
+            order = argsort_small(slots)  # stable: each slot's partitions ascending
+            ends = np.searchsorted(slots[order], np.arange(len(self.brokers) + 1))
+            self._live_rows = (part[order], ends)
+        parts, ends = self._live_rows
+        mine = parts[ends[slot] : ends[slot + 1]]
+        starts, lengths = self.first_row[mine], self.first_row[mine + 1] - self.first_row[mine]
+        rows: np.ndarray = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        return rows
 
     def holding_moved_from(self, slot: int) -> list[int]:
         """Broker slots holding replicas the plan moved away from ``slot`` (their partition is live there)."""
@@ -287,14 +309,23 @@ class GoalSearch:
 
     def may_step(self, row: int, slot: int) -> bool:
         """The rules one step of an action keeps, on their own: ``row`` to broker ``slot`` once, with racks,
-        room and the topic rule. Kept until the layout changes: a round asks the same of many options (a
-        replica's move and its swaps share it), and most fail, which rejects them before they are scored."""
-        known = self._steps.get((row, slot))
-        if known is None:
-            i = int(self.part[row])
-            known = self.may_go(row, slot) and self.may_enter(i, int(self.slot[row]), slot, self.replicas[i])
-            self._steps[(row, slot)] = known
-        return known
+        room and the topic rule. A round asks the same of many options (a replica's move and its swaps share
+        it), and most fail, which rejects them before they are scored.
+
+        Kept until what the answer reads changes: a replica of the row's topic
+        moves (its partition's replicas, the topic's moves, what may move
+        again), or, where ``slot`` has a cap, ``slot``'s replicas change
+        (its room); the next rounds ask nearly the same (10k partitions:
+        7 answers of 10 are found kept).
+        """
+        i = int(self.part[row])
+        stamp = int(self.version[slot]) if slot in self._capped else 0
+        cache = self._steps.setdefault(int(self.topic[i]), {})
+        known = cache.get((row, slot))
+        if known is None or known[1] != stamp:
+            answer = self.may_go(row, slot) and self.may_enter(i, int(self.slot[row]), slot, self.replicas[i])
+            known = cache[(row, slot)] = (answer, stamp)
+        return known[0]
 
     def may_go(self, row: int, slot: int) -> bool:
         """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
@@ -380,7 +411,6 @@ class GoalSearch:
             self.set_row(row, slot, lead, relocate)
 
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
-        self._steps.clear()
         i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
@@ -397,7 +427,9 @@ class GoalSearch:
         reps = self.replicas[i]
         old, new = int(self.brokers[old_slot]), int(self.brokers[slot])
         if relocate:
-            self._moved_from.clear()
+            self._steps.pop(int(self.topic[i]), None)
+            for b in self.live[i]:  # only the brokers partition i is live on see its rows as moved away
+                self._moved_from.pop(self.slots.get(b, -1), None)
             self.moved.subtract(self.moves_of(i, reps))
             reps[reps.index(old)] = new
             self.moved.update(self.moves_of(i, reps))

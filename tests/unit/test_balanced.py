@@ -15,7 +15,7 @@ from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.balance import settle
 from assigners.balanced import searches
 from assigners.balanced.donate import donate
-from assigners.balanced.goals import improve
+from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.strategy import _resources
@@ -434,6 +434,54 @@ def test_a_round_on_a_large_cluster_takes_the_next_options_of_its_ranking_each_l
     assert np.allclose(disk / search.resources[0].capacity, search.load[0])
     assert search.load[0][top] < one.load[0][top] < peak
     assert max(np.delete(search.load[0], top)) < peak
+
+
+@pytest.mark.parametrize("kind, seed", [("capped", 4), ("drifted", 1)])
+def test_what_the_search_keeps_between_rounds_is_what_the_layout_it_reached_gives(kind, seed):
+    # the rules' answers per (replica, broker) and the replicas moved away from each broker outlive the
+    # actions that leave them true: after a search of many actions (with caps: a broker's room changes
+    # with its replicas), each kept answer is the rules' own and each broker's list is found from scratch
+    search = settled_search(kind, 12, 1000, seed)
+    search.batch = searches.BATCH
+    for resource in search.resources:
+        balance_goal(search, resource)
+    assert search.actions > 20
+    kept = [(row, slot, answer) for cache in search._steps.values() for (row, slot), (answer, _) in cache.items()]
+    assert len(kept) > 100 and any(answer for *_, answer in kept) and not all(answer for *_, answer in kept)
+    for row, slot, answer in kept:
+        i = int(search.part[row])
+        fresh = search.may_go(row, slot) and search.may_enter(i, int(search.slot[row]), slot, search.replicas[i])
+        assert search.may_step(row, slot) == fresh, (row, slot, answer)
+    live = [set(r) for r in search.live.lists]
+    for slot, broker in enumerate(search.brokers.tolist()):
+        away = [
+            row
+            for row in range(len(search.part))
+            if broker in live[search.part[row]] and int(search.brokers[search.slot[row]]) not in live[search.part[row]]
+        ]
+        assert search.moved_from(slot).tolist() == away
+
+
+def test_a_kept_answer_that_a_full_broker_has_no_room_ends_when_a_replica_leaves_it():
+    # capped/12/1000/4, its first broker held to the replicas it has: a step onto it that every other rule
+    # allows is refused for want of room, and allowed once a replica of another topic leaves it
+    loose = settled_search("capped", 12, 1000, 4)
+    search = settled_search("capped", 12, 1000, 4)
+    broker = int(search.brokers[0])
+    search.view.max_replicas[broker] = search.usage.count[broker]
+    rows = [row for row in range(len(search.part)) if search.slot[row] != 0 and loose.may_step(row, 0)]
+    row = rows[0]
+    assert not search.may_step(row, 0)
+    leaving = next(
+        r
+        for r in search.rows_on(0).tolist()
+        if not search.lead[r] and search.topic[search.part[r]] != search.topic[search.part[row]]
+    )
+    onto = next(
+        d for d in range(1, len(search.brokers)) if search.brokers[d] not in search.replicas[search.part[leaving]]
+    )
+    search.apply(((leaving, onto, False, True),))
+    assert search.may_step(row, 0)
 
 
 def test_a_goal_on_the_leaders_load_the_search_stops_short_of_is_met_by_annealing_the_leaders():
