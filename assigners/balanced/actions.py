@@ -195,7 +195,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         if key is not None and search.counts_allow_move(r, c, lead):
             out.append((*key, 1, c, ((r, c, lead, True),)))
         rows, amounts = by_role[int(lead)]
-        lighter = int(np.searchsorted(amounts, mine, "left"))  # ascending: the same role's lighter ones
+        lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
         if not lighter:
             continue
         best = _lowest_peaks(rows[:lighter], amounts[:lighter], mine, load[top], cap[top], load[c], cap[c])
@@ -227,7 +227,7 @@ def _lowest_peaks(
     ones, so the result is the one a full sort gives.
     """
     cross = mine - (top_load - c_load) / (1 / top_cap + 1 / c_cap)
-    middle = int(np.searchsorted(amounts, cross))
+    middle = int(amounts.searchsorted(cross))
     width = 2 * CANDIDATES
     while True:
         lo, hi = max(0, middle - width), min(len(rows), middle + width)

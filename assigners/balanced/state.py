@@ -443,8 +443,8 @@ class GoalSearch:
             reps.insert(0, new)
         if slot != old_slot:
             rows = self._rows[old_slot]
-            self._rows[old_slot] = np.delete(rows, np.searchsorted(rows, row))
-            self._rows[slot] = np.insert(self._rows[slot], np.searchsorted(self._rows[slot], row), row)
+            self._rows[old_slot] = _without(rows, int(rows.searchsorted(row)))
+            self._rows[slot] = _with(self._rows[slot], int(self._rows[slot].searchsorted(row)), row)
         self.slot[row], self.lead[row] = slot, lead
         self._reorder(ordered, row, (old_slot, was_lead, old_amount))
 
@@ -468,19 +468,34 @@ class GoalSearch:
 
 def _at(rows: np.ndarray, amounts: np.ndarray, row: int, amount: float) -> int:
     """Where (amount, row) sits in arrays ascending by amount, then row."""
-    low, high = np.searchsorted(amounts, amount, "left"), np.searchsorted(amounts, amount, "right")
-    return int(low + np.searchsorted(rows[low:high], row))
+    low, high = amounts.searchsorted(amount, "left"), amounts.searchsorted(amount, "right")
+    return int(low + rows[low:high].searchsorted(row))
 
 
 def _sorted_without(roles: Roles, role: bool, row: int, amount: float) -> Roles:
     rows, amounts = roles[int(role)]
     at = _at(rows, amounts, row, amount)
-    trimmed = (np.delete(rows, at), np.delete(amounts, at))
+    trimmed = (_without(rows, at), _without(amounts, at))
     return (trimmed, roles[1]) if not role else (roles[0], trimmed)
 
 
 def _sorted_with(roles: Roles, role: bool, row: int, amount: float) -> Roles:
     rows, amounts = roles[int(role)]
     at = _at(rows, amounts, row, amount)
-    grown = (np.insert(rows, at, row), np.insert(amounts, at, amount))
+    grown = (_with(rows, at, row), _with(amounts, at, amount))
     return (grown, roles[1]) if not role else (roles[0], grown)
+
+
+def _without(values: np.ndarray, at: int) -> np.ndarray:
+    """``np.delete(values, at)`` without its argument handling, which costs more than copying a broker's few
+    hundred rows (600 rows: 2.1 -> 0.8 us; ``np.insert`` 5.0 -> 0.8 us)."""
+    out = np.empty(len(values) - 1, dtype=values.dtype)
+    out[:at], out[at:] = values[:at], values[at + 1 :]
+    return out
+
+
+def _with(values: np.ndarray, at: int, value: float) -> np.ndarray:
+    """``np.insert(values, at, value)``, likewise."""
+    out = np.empty(len(values) + 1, dtype=values.dtype)
+    out[:at], out[at], out[at + 1 :] = values[:at], value, values[at:]
+    return out
