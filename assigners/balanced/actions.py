@@ -75,7 +75,7 @@ def option_key(
 ) -> tuple[float, int, float] | None:
     """(not fixing, moves added, bytes) of an option leaving ``top`` at ``new_top`` and ``c`` at ``new_c``,
     given its ``cost`` (moves added, bytes moved); None: no gain."""
-    peak, new_peak = search.load[k][top], max(new_top, new_c)
+    peak, new_peak = float(search.load[k][top]), max(new_top, new_c)
     if new_peak >= peak * (1 - 1e-9):
         return None
     moves, moved = cost
@@ -185,30 +185,32 @@ def close_cycle(
 
 def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
     """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
-    lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
-    cap, load, out = search.capacity[k], search.load[k], list[Option]()
+    lead, mine, amount = bool(search.lead[r]), float(search.row_amount[k][r]), search.row_amount[k]
+    out = list[Option]()
+    # plain floats: the same arithmetic as numpy's scalars, at a fraction of their cost per operation
+    top_load, top_cap = float(search.load[k][top]), search.capacity[k][top]
     for c, by_role, from_top in held:
         if not search.may_step(r, c):
             continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
-        key = option_key(search, k, top, c, load[top] - mine / cap[top], load[c] + mine / cap[c], there)
+        c_load, c_cap = float(search.load[k][c]), search.capacity[k][c]
+        key = option_key(search, k, top, c, top_load - mine / top_cap, c_load + mine / c_cap, there)
         if key is not None and search.counts_allow_move(r, c, lead):
             out.append((*key, 1, c, ((r, c, lead, True),)))
         rows, amounts = by_role[int(lead)]
         lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
         if not lighter:
             continue
-        best = _lowest_peaks(rows[:lighter], amounts[:lighter], mine, load[top], cap[top], load[c], cap[c])
+        best = _lowest_peaks(rows[:lighter], amounts[:lighter], mine, top_load, top_cap, c_load, c_cap)
         back_rows, back_amounts = from_top[int(lead)]
-        homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist()
+        homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist() if len(back_rows) else []
         for s_row in dict.fromkeys([*best, *homeward]):
             if not search.may_step(s_row, top):
                 continue
-            delta = mine - search.row_amount[k][s_row]
-            new_top, new_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
+            delta = mine - float(amount[s_row])
             back = search.cost(s_row, top)
             cost = (there[0] + back[0], there[1] + back[1])
-            key = option_key(search, k, top, c, float(new_top), float(new_c), cost)
+            key = option_key(search, k, top, c, top_load - delta / top_cap, c_load + delta / c_cap, cost)
             if key is not None:
                 out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
     return out

@@ -73,7 +73,8 @@ class GoalSearch:
         the layout the plan will be executed on."""
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
-        self.slots = {b: slot for slot, b in enumerate(self.brokers.tolist())}
+        self.broker_ids = self.brokers.tolist()
+        self.slots = {b: slot for slot, b in enumerate(self.broker_ids)}
         self.live = _Sets(list(partitions["current"]))
         self.topic = topic_codes(partitions)
         self.topics, self.numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
@@ -281,9 +282,9 @@ class GoalSearch:
         """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
         onto a broker that does not hold the partition live adds one, back onto one that does saves one."""
         i = int(self.part[row])
-        live = self.live[i]
-        moves = int(int(self.brokers[slot]) not in live) - int(int(self.brokers[self.slot[row]]) not in live)
-        return moves, moves * int(self.sizes[i])
+        live, ids = self.live[i], self.broker_ids
+        moves = int(ids[slot] not in live) - int(ids[self.slot[row]] not in live)
+        return moves, moves * self.usage.sizes[i]
 
     def legal(self, change: Change) -> bool:
         """Counts, racks, caps, one move per replica and the topic rule for an option's steps."""
