@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assigners.balance import balance_leaders, settle
+from assigners.balance import balance_leaders, settles_as_it_is
 from assigners.balanced.donate import donate, donation_amounts
 from assigners.balanced.searches import Plan, reach_goals, settle_and_search
 from assigners.balanced.state import GoalSearch, Resource
@@ -206,9 +206,7 @@ def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) ->
         return False
     if not any(any(search.count_band(b, leaders)) for b in range(len(search.brokers)) for leaders in (0, 1)):
         return True
-    settled = [list(r) for r in search.replicas]
-    settle(settled, partitions, view, since=partitions["current"].tolist())
-    return settled == search.replicas
+    return settles_as_it_is(search.replicas, partitions, view, since=partitions["current"].tolist())
 
 
 STRATEGY = Strategy(

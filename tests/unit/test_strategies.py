@@ -7,16 +7,17 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
-from assigners.balance import _ReplicaIndex, balance_replica_counts
+from assigners.balance import _ReplicaIndex, balance_replica_counts, settle, settles_as_it_is
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
-from assigners.placement import Usage
+from assigners.placement import Usage, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
+from tests.unit.scenarios import scenario
 
 ALL = sorted(STRATEGIES)
 
@@ -264,6 +265,38 @@ def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_firs
         plan = [[1] for _ in range(5)]
         assert balance_replica_counts(plan, view, take_first=take_first) == 2
         assert {i for i, r in enumerate(plan) if r == [2]} == moved
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=random_clusters(max_brokers=9, max_rf=4))
+def test_property_settle_probed_for_any_change_answers_as_the_full_settle(cluster):
+    # the probe stops at the first replica the count balancing moves; asked of a legal layout and of the
+    # layout settled once more (which a second settle leaves as it is, or moves again), it must agree with
+    # comparing a full settle's result to the layout
+    brokers, parts = cluster
+    prepared_b, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_b, Constraints())
+    assume(len(view.eligible) >= int(prepared["rf"].max()))
+    since = prepared["current"].tolist()
+    layout = keep_valid_each([list(r) for r in since], prepared["rf"].tolist(), view)
+    for _ in range(2):
+        settled = [list(r) for r in layout]
+        settle(settled, prepared, view, since)
+        assert settles_as_it_is(layout, prepared, view, since) == (settled == layout)
+        layout = settled
+
+
+def test_settle_probed_on_a_drifted_and_a_settled_layout():
+    # drifted/12/1000/0: the count balancing moves hundreds of replicas; once settled, nothing
+    brokers, parts = scenario("drifted", 12, 1000, seed=0)
+    prepared_b, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_b, Constraints())
+    since = prepared["current"].tolist()
+    settled = [list(r) for r in since]
+    settle(settled, prepared, view, since)
+    assert sum(a != b for a, b in zip(settled, since)) > 100
+    assert not settles_as_it_is(since, prepared, view, since)
+    assert settles_as_it_is(settled, prepared, view, since)
 
 
 def zipf_cluster(n_brokers: int, n_racks: int, n_parts: int, a: float, seed: int = 7, ranked: bool = False):
