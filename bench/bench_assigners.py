@@ -127,6 +127,28 @@ def scenarios(repeat: int) -> None:
             )
 
 
+def scenarios_10k(repeat: int) -> None:
+    """The 10k target on the scenario shapes too: the rank-Zipf cluster above is one shape of many."""
+    from tests.unit.scenarios import SCENARIOS, scenario
+
+    print(f"\nthe same target on the scenarios at 50 brokers x 3 racks x 10,000 partitions; median of {repeat}")
+    print(f"  {'scenario':<15} {'balanced':>9} {'sticky':>7}   balanced: moves/min, max/bound, spreads")
+    for kind in SCENARIOS:
+        brokers, parts = scenario(kind, 50, 10_000, seed=7)
+        medians, figures = {}, {}
+        for strategy in ("balanced", "sticky"):
+            times = [run_one(strategy, brokers, parts) for _ in range(repeat)]
+            medians[strategy] = statistics.median(t for t, _ in times)
+            figures[strategy] = times[-1][1]
+        f = figures["balanced"]
+        flag = "ok" if medians["balanced"] <= 0.2 else "OVER"
+        print(
+            f"  {kind:<15} {medians['balanced'] * 1000:6.0f} ms {medians['sticky'] * 1000:4.0f} ms  {flag:<4} "
+            f"{int(f['moves']) / max(int(f['min_moves']), 1):.2f}, {f['max/bound']}, "
+            f"{f['replica_spread']}/{f['leader_spread']}"
+        )
+
+
 def big_child(strategy: str) -> None:
     brokers, parts = cluster(1_000_000, 500, 10)
     elapsed, figures = run_one(strategy, brokers, parts)
@@ -172,6 +194,7 @@ def main() -> int:
     if not args.only_1m:
         small(args.repeat)
         scenarios(3)
+        scenarios_10k(3)
     if not args.skip_1m:
         big(args.timeout)
     return 0
