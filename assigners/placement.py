@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -169,6 +169,14 @@ def may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:
         return False
     after = [new if b == old else b for b in reps]
     return len({view.domain_of[b] for b in after}) >= view.required_domains(len(reps))
+
+
+def may_replace_with(reps: list[int], old: int, candidates: Iterable[int], view: ClusterView) -> list[int]:
+    """The ``candidates`` :func:`may_replace` allows in place of ``old``, the other replicas' racks read once
+    (a scale-out weighs a dozen new brokers for each of thousands of replicas)."""
+    others = {view.domain_of[b] for b in reps if b != old}
+    need = view.required_domains(len(reps)) - len(others)  # 1: the new one must bring a rack of its own
+    return [b for b in candidates if b not in reps and int(view.domain_of[b] not in others) >= need]
 
 
 def replica_pressure(assignment: list[list[int]], view: ClusterView) -> dict[int, float]:

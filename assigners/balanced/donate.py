@@ -14,7 +14,7 @@ import numpy as np
 
 from assigners.balanced.state import Resource
 from assigners.model import ClusterView
-from assigners.placement import Usage, may_replace
+from assigners.placement import Usage, may_replace_with
 
 
 def donation_amounts(resources: list[Resource]) -> list[tuple[int | None, tuple[np.ndarray, np.ndarray]]]:
@@ -69,7 +69,8 @@ def donate(
         runs = prefix[give:] - prefix[:-give]  # the sum of every run of ``give`` consecutive replicas
         start = int(np.argmin(np.abs(runs - (load[old] - mean * capacity[old]))))
         for amount, i in sorted(mine[start : start + give], key=lambda m: (-m[0], m[1])):
-            legal = [b for b in take if take[b] > 0 and may_replace(replicas[i], old, b, view) and usage.room_for(i, b)]
+            open_to = may_replace_with(replicas[i], old, [b for b in take if take[b] > 0], view)
+            legal = [b for b in open_to if usage.room_for(i, b)]
             if not legal:
                 return None
             to = min(legal, key=lambda b: (load[b] / capacity[b], b))

@@ -20,7 +20,15 @@ from assigners.model import (
     prepare_partitions,
     replica_matrix,
 )
-from assigners.placement import _fewest_choices_first, keep_valid, keep_valid_each, topic_move_counts, topic_moves
+from assigners.placement import (
+    _fewest_choices_first,
+    keep_valid,
+    keep_valid_each,
+    may_replace,
+    may_replace_with,
+    topic_move_counts,
+    topic_moves,
+)
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 
 ALL = sorted(STRATEGIES)
@@ -268,6 +276,20 @@ def test_property_keep_valid_each_is_keep_valid_of_every_partition(cluster, rack
     baselines = [list(r) + list(r)[:1] if i % 7 == 3 else list(r) for i, r in enumerate(parts["replicas"])]
     wanted = [rf if i % 2 else len(b) for i, b in enumerate(baselines)]  # duplicates, RF changes, the rest as is
     assert keep_valid_each(baselines, wanted, view) == [keep_valid(b, r, view) for b, r in zip(baselines, wanted)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(cluster=random_clusters(), rack_aware=st.booleans(), failure_domains=st.integers(1, 3))
+def test_property_may_replace_with_is_may_replace_of_each_candidate(cluster, rack_aware, failure_domains):
+    brokers, parts = cluster
+    constraints = Constraints(rack_aware=rack_aware, min_failure_domains=failure_domains)
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+    candidates = sorted(view.domain_of)
+    for reps in parts["replicas"]:
+        reps = list(reps)
+        for old in reps:
+            expected = [b for b in candidates if may_replace(reps, old, b, view)]
+            assert may_replace_with(reps, old, candidates, view) == expected
 
 
 def test_keep_valid_each_even_out_drops_from_the_fullest_broker_at_that_point():
