@@ -144,23 +144,51 @@ def keep_valid_each(
     eligible = np.isin(matrix, eligible_ids)
     ordered = np.sort(np.where(present, matrix, np.iinfo(np.int64).max), axis=1)
     distinct = ~((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != np.iinfo(np.int64).max)).any(axis=1)
-    domains = np.sort(np.where(present, view.domain_matrix(matrix), -1), axis=1)
+    cells = np.where(present, view.domain_matrix(matrix), -1)
+    domains = np.sort(cells, axis=1)
     spread = (domains[:, 1:] != domains[:, :-1]).sum(axis=1) + (domains[:, 0] != -1)
-    ok = (present.sum(axis=1) == want) & (eligible | ~present).all(axis=1) & distinct
-    ok &= spread >= view.required_domains_each(want)
+    whole = (present.sum(axis=1) == want) & (eligible | ~present).all(axis=1) & distinct
+    required = view.required_domains_each(want)
+    ok = whole & (spread >= required)
     kept = [list(b) for b in baselines]
     pressure: dict[int, float] | None = None
     if even_out and not ok.all():
         ids = np.sort(eligible_ids)
         held = np.bincount(np.searchsorted(ids, matrix[eligible]), minlength=len(ids)).tolist()
         pressure = {b: c / view.weight_of[b] for b, c in zip(ids.tolist(), held)}
-    for i in np.flatnonzero(~ok).tolist():
+    # the next most common case, a rack-blind layout's: all may stay but two share a rack the rule wants apart
+    pair, first, second = _one_crowded_pair(cells)
+    pair &= whole & (spread == want - 1) & (required == want)
+    bad = np.flatnonzero(~ok)
+    for i, crowded, j, k in zip(bad.tolist(), pair[bad].tolist(), first[bad].tolist(), second[bad].tolist()):
+        if crowded:  # keep_valid's choice, without its general search: the fuller broker's replica goes
+            replicas = kept[i]
+            if pressure is not None and pressure.get(replicas[j], 0.0) > pressure.get(replicas[k], 0.0):
+                k = j  # ties, and without even_out (the leader stays), the later one goes
+            gone = replicas.pop(k)
+            if pressure is not None and gone in pressure:
+                pressure[gone] -= 1 / view.weight_of[gone]
+            continue
         kept[i] = keep_valid(kept[i], int(rf[i]), view, pressure, leader_may_go=even_out)
         if pressure is not None:
             for b in set(baselines[i]) - set(kept[i]):
                 if b in pressure:
                     pressure[b] -= 1 / view.weight_of[b]
     return kept
+
+
+def _one_crowded_pair(domains_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a domain matrix (-1: no replica): whether exactly two cells share a domain, and their
+    positions (first, second)."""
+    n, width = domains_of.shape
+    pairs = np.zeros(n, dtype=np.int64)
+    first, second = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    for j in range(width):
+        for k in range(j + 1, width):
+            same = (domains_of[:, j] == domains_of[:, k]) & (domains_of[:, j] != -1)
+            pairs += same
+            first[same], second[same] = j, k
+    return pairs == 1, first, second
 
 
 def may_replace(reps: list[int], old: int, new: int, view: ClusterView) -> bool:

@@ -276,6 +276,16 @@ def test_property_keep_valid_each_is_keep_valid_of_every_partition(cluster, rack
     baselines = [list(r) + list(r)[:1] if i % 7 == 3 else list(r) for i, r in enumerate(parts["replicas"])]
     wanted = [rf if i % 2 else len(b) for i, b in enumerate(baselines)]  # duplicates, RF changes, the rest as is
     assert keep_valid_each(baselines, wanted, view) == [keep_valid(b, r, view) for b, r in zip(baselines, wanted)]
+    # even_out: keep_valid of each in turn, the leader's replica competing, against replicas per weight as
+    # they stand after the partitions before it (the replicas each leaves behind counted off)
+    pressure = Counter(b for baseline in baselines for b in baseline if b in view.eligible_set)
+    pressure = {b: pressure[b] / view.weight_of[b] for b in view.eligible}
+    expected = []
+    for baseline, r in zip(baselines, wanted):
+        expected.append(keep_valid(baseline, r, view, pressure, leader_may_go=True))
+        for gone in (set(baseline) - set(expected[-1])) & view.eligible_set:
+            pressure[gone] -= 1 / view.weight_of[gone]
+    assert keep_valid_each(baselines, wanted, view, even_out=True) == expected
 
 
 @settings(max_examples=40, deadline=None)
@@ -304,6 +314,18 @@ def test_keep_valid_each_even_out_drops_from_the_fullest_broker_at_that_point():
     assert keep_valid_each(baselines, rf, view, even_out=True) == [[3, 2], [3, 2], [3, 2], [1, 3], [1, 3]]
     # without it, the later follower goes wherever it is
     assert keep_valid_each(baselines, rf, view) == [[3, 1], [3, 1], [3, 2], [1, 3], [1, 3]]
+
+
+def test_keep_valid_each_takes_a_crowded_pair_from_the_fuller_broker_and_the_later_one_on_a_tie():
+    # racks a: 1, 2; b: 3. RF 2 must span both racks, so [1, 2] keeps one. Broker 1 holds 4 replicas, 2 holds 3:
+    # the first pair drops 1 (4 vs 3; the leader's replica competes), the second is a tie (3 vs 3) where the
+    # later one goes, the third drops 1 again (2 vs 3)
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame([1, 2, 3], ["a", "a", "b"]), Constraints()), Constraints()
+    )
+    baselines = [[1, 2], [1, 2], [2, 1], [3, 1]]
+    assert keep_valid_each(baselines, [2] * 4, view, even_out=True) == [[2], [1], [2], [3, 1]]
+    assert keep_valid_each(baselines, [2] * 4, view) == [[1], [1], [2], [3, 1]]  # without: the later one
 
 
 def test_keep_valid_each_even_out_lets_a_crowded_racks_leader_go_from_the_fullest_broker():
