@@ -133,6 +133,7 @@ class GoalSearch:
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
         # may_step's answers per topic, (row, slot) -> (answer, the slot's version for a capped slot, else 0)
         self._steps: dict[int, dict[tuple[int, int], tuple[bool, int]]] = {}
+        self._row_topic = self.topic[self.part]  # each row's topic
         self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
@@ -319,11 +320,14 @@ class GoalSearch:
         (its room); the next rounds ask nearly the same (10k partitions:
         7 answers of 10 are found kept).
         """
-        i = int(self.part[row])
         stamp = int(self.version[slot]) if slot in self._capped else 0
-        cache = self._steps.setdefault(int(self.topic[i]), {})
+        topic = int(self._row_topic[row])
+        cache = self._steps.get(topic)
+        if cache is None:
+            cache = self._steps[topic] = {}
         known = cache.get((row, slot))
         if known is None or known[1] != stamp:
+            i = int(self.part[row])
             answer = self.may_go(row, slot) and self.may_enter(i, int(self.slot[row]), slot, self.replicas[i])
             known = cache[(row, slot)] = (answer, stamp)
         return known[0]
