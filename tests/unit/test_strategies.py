@@ -257,6 +257,18 @@ def test_bulk_count_moves_keep_the_topic_rule_for_fresh_and_changed_partitions()
     assert plan == [[2], [2], [3], [1], [1], [1], [3]] and moves == 4
 
 
+def test_where_racks_pin_their_totals_each_rack_is_evened_to_its_own_share_with_the_fewest_moves():
+    # racks a: 1, 2, 3; b: 4, 5. RF 2 spans both racks, so rack a holds one replica of each of the 30
+    # partitions whatever a plan does: 10 a broker, where the cluster's share is 12. Broker 1 holds 20, 2 and
+    # 3 five each: 10 moves even them. Held to the cluster's share, 2 took 7 and gave 2 back (12 moves)
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame([1, 2, 3, 4, 5], ["a", "a", "a", "b", "b"]), Constraints()), Constraints()
+    )
+    plan = [[1 if i < 20 else 2 if i < 25 else 3, 4 + i % 2] for i in range(30)]
+    assert balance_replica_counts(plan, view) == 10
+    assert Counter(b for replicas in plan for b in replicas) == {1: 10, 2: 10, 3: 10, 4: 15, 5: 15}
+
+
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
     # broker 1 holds 5 (share 2.5), broker 2 none: it gives 2, the lowest keys first (partition order without)
     view = ClusterView.from_brokers(prepare_brokers(brokers_frame([1, 2], ["a", "a"]), Constraints()), Constraints())
