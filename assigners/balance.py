@@ -355,36 +355,23 @@ def _bulk_count_moves(
 
 
 def _shares(usage: Usage, matrix: np.ndarray) -> dict[int, float]:
-    """Each eligible broker's share of the replicas by weight: of the cluster's, or, where the rack rule
-    pins every rack's total (each partition has a replica in every rack, one each) and the racks' totals
-    per weight differ, of its rack's.
+    """Each eligible broker's share of the replicas by weight: of the cluster's, or of its rack's where the
+    rack rule pins the racks' totals (:meth:`ClusterView.rack_shares`).
 
-    With RF 3 over racks of 17, 17 and 16 brokers each rack holds one
-    replica of every partition, so the 16 brokers hold more than the
-    cluster's share whatever a plan does, and the others less: held to it,
-    a broker of a large rack took up to the cluster's share and gave the
-    excess back, and the rest went one move at a time through the exact
-    loop. Held to its rack's share, each move is one the rack needs (50
-    brokers x 10k partitions, sticky: skewed 2,147 -> 1,999 moves, uneven
-    racks 321 -> 153 ms).
+    Held to the cluster's share there, a broker of a large rack took up to
+    it and gave the excess back, and the rest went one move at a time
+    through the exact loop. Held to its rack's share, each move is one the
+    rack needs (50 brokers x 10k partitions over racks of 17, 17 and 16,
+    sticky: skewed 2,147 -> 1,999 moves, uneven racks 321 -> 153 ms).
     """
     view = usage.view
     weight = sum(view.weight_of[b] for b in view.eligible)
     total = sum(usage.count[b] for b in view.eligible)
-    share = {b: total * view.weight_of[b] / weight for b in view.eligible}
-    rf = (matrix != PAD).sum(axis=1)
-    if view.n_domains < 2 or not ((rf == view.n_domains) & (view.required_domains_each(rf) == rf)).all():
-        return share
-    racks: dict[str, list[int]] = {}
+    rack_totals: dict[str, float] = {}
     for b in view.eligible:
-        racks.setdefault(view.domain_of[b], []).append(b)
-    per_weight = {
-        rack: sum(usage.count[b] for b in brokers) / sum(view.weight_of[b] for b in brokers)
-        for rack, brokers in racks.items()
-    }
-    if max(per_weight.values()) - min(per_weight.values()) < 1e-9 * max(per_weight.values()):
-        return share  # the racks' shares are the cluster's
-    return {b: per_weight[view.domain_of[b]] * view.weight_of[b] for b in view.eligible}
+        rack_totals[view.domain_of[b]] = rack_totals.get(view.domain_of[b], 0) + usage.count[b]
+    by_rack = view.rack_shares((matrix != PAD).sum(axis=1), rack_totals)
+    return by_rack or {b: total * view.weight_of[b] / weight for b in view.eligible}
 
 
 def _give(bulk: _Bulk, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wanted: int, usage: Usage) -> int:

@@ -227,7 +227,10 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     The excess over ceil(average) per eligible broker counts only replicas
     of partitions where nothing is forced (elsewhere which replica goes is
     the plan's choice), so this stays a true lower bound whenever a
-    balanced plan exists.
+    balanced plan exists. The average is each broker's weighted share, of
+    its rack's replicas where the rack rule pins each rack's total
+    (:meth:`ClusterView.rack_shares`): there no plan evens the cluster, and
+    the balanced plans are those that even each rack.
     """
     if not view.eligible:
         return 0
@@ -250,6 +253,9 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
         kept_total += len(keep_valid([b for b in row if b in view.eligible_set], int(target), view))
     forced = int(rf.sum()) - kept_total
     share = _weighted_share(int(rf.sum()), eligible, view)
+    by_rack = view.rack_shares(rf, dict.fromkeys(view.domain_of.values(), len(rf)))  # one replica a partition each
+    if by_rack is not None:
+        share = np.array([by_rack[int(b)] for b in eligible])
     ceiling = np.ceil(share - 1e-9).astype(np.int64)
     return max(forced + int(np.maximum(counts - ceiling, 0).sum()), _deficit(old, share, eligible))
 

@@ -432,6 +432,26 @@ class ClusterView:
         """Does ``broker`` have a cap on its replicas or its bytes?"""
         return self.max_replicas.get(broker, math.inf) < math.inf or self.max_disk.get(broker, math.inf) < math.inf
 
+    def rack_shares(self, rf: np.ndarray, rack_totals: Mapping[str, float]) -> dict[int, float] | None:
+        """Each eligible broker's share by weight of its rack's replicas (``rack_totals``), where the rack rule
+        pins every rack's total (each partition of RFs ``rf`` has one replica in every rack) and the racks
+        hold different amounts per weight; None where the cluster's share is the one to even to.
+
+        With RF 3 over racks of 17, 17 and 16 brokers each rack holds one
+        replica of every partition whatever a plan does: the 16 brokers
+        hold more than the cluster's share, the others less, and evened
+        counts are each rack's share.
+        """
+        if self.n_domains < 2 or not ((rf == self.n_domains) & (self.required_domains_each(rf) == rf)).all():
+            return None
+        weight_of_rack: dict[str, float] = {}
+        for b in self.eligible:
+            weight_of_rack[self.domain_of[b]] = weight_of_rack.get(self.domain_of[b], 0.0) + self.weight_of[b]
+        per_weight = {rack: rack_totals.get(rack, 0) / weight for rack, weight in weight_of_rack.items()}
+        if max(per_weight.values()) - min(per_weight.values()) <= 1e-9 * max(per_weight.values()):
+            return None
+        return {b: per_weight[self.domain_of[b]] * self.weight_of[b] for b in self.eligible}
+
     def rack_alternated(self) -> list[int]:
         """Eligible brokers interleaved by rack: r1b1, r2b1, r3b1, r1b2, ...
 

@@ -133,12 +133,50 @@ def test_min_moves_holds_each_broker_to_its_weighted_share_not_the_average():
     assert minimum_moves(layout, np.full(30, 2), view) == 1
 
 
+# racks a: 1, 2, 3; b: 4, 5. RF 2 must span both racks, so rack a holds one replica of each of the 30 partitions
+# (10 a broker) and rack b one (15 a broker), whatever a plan does: the cluster's share (12) is out of reach
+PINNED_UNEVEN = (
+    brokers_frame([1, 2, 3, 4, 5], racks=["a", "a", "a", "b", "b"]),
+    partitions_frame(
+        [[1 if i < 20 else 2 if i < 25 else 3, 4 + i % 2] for i in range(30)], ["t"] * 30, list(range(30))
+    ),
+)
+
+
+def test_min_moves_holds_each_broker_to_its_racks_share_where_the_rack_rule_pins_the_racks_totals():
+    # broker 1 holds 20 of rack a's 30, brokers 2 and 3 five each: 10 moves even the rack, and every plan
+    # moves them. The cluster's share made it 14 (brokers 4 and 5 "3 above" a share they can never reach)
+    brokers, parts = PINNED_UNEVEN
+    view = ClusterView.from_brokers(prepare_brokers(brokers, Constraints()), Constraints())
+    layout = [list(r) for r in parts["replicas"]]
+    assert minimum_moves(layout, np.full(30, 2), view) == 10
+    evened = [[1 + i % 3, 4 + i % 2] for i in range(30)]
+    assert minimum_moves(evened, np.full(30, 2), view) == 0
+    for strategy in ("sticky", "balanced"):
+        result = plan_cluster(brokers, parts, PlanRequest("c", strategy))
+        assert result.metrics.moves == result.metrics.min_moves == 10
+
+
+def _even_shares(brokers: pd.DataFrame, parts: pd.DataFrame, view: ClusterView) -> dict[int, float]:
+    """The counts a balanced plan evens to: each broker's weighted share of the cluster's replicas, or of its
+    rack's where every partition must have one replica in every rack (each rack holds one per partition)."""
+    rf = parts["replicas"].map(len)
+    racks = {view.domain_of[b] for b in view.eligible}
+    weight = {r: sum(view.weight_of[b] for b in view.eligible if view.domain_of[b] == r) for r in racks}
+    if len(racks) > 1 and (rf == len(racks)).all():
+        return {b: len(parts) * view.weight_of[b] / weight[view.domain_of[b]] for b in view.eligible}
+    total = sum(weight.values())
+    return {b: rf.sum() * view.weight_of[b] / total for b in view.eligible}
+
+
 @settings(max_examples=40, deadline=None)
 @given(cluster=random_clusters(max_brokers=8, max_rf=3), strategy=st.sampled_from(["sticky", "balanced"]))
 @example(cluster=WEIGHTED_BALANCED, strategy="sticky")
+@example(cluster=PINNED_UNEVEN, strategy="balanced")
 def test_property_no_plan_balanced_per_weight_moves_fewer_than_min_moves(cluster, strategy):
-    """min_moves is a lower bound for every plan whose counts sit within 1 of each broker's weighted share (the
-    balanced plans it speaks of); the counts are taken from the planned replica lists, not the metrics."""
+    """min_moves is a lower bound for every plan whose counts sit within 1 of each broker's weighted share, of
+    its rack's where the rack rule pins the racks' totals (the balanced plans it speaks of); the counts are
+    taken from the planned replica lists, not the metrics."""
     brokers, parts = cluster
     result = plan_cluster(brokers, parts, PlanRequest("c", strategy))
     if result.status != COMMITTED:
@@ -148,8 +186,8 @@ def test_property_no_plan_balanced_per_weight_moves_fewer_than_min_moves(cluster
     for replicas in result.planned["replicas"]:
         for b in replicas:
             held[b] += 1
-    total, weight = sum(held.values()), sum(view.weight_of[b] for b in held)
-    if all(abs(n - total * view.weight_of[b] / weight) < 1 for b, n in held.items()):
+    share = _even_shares(brokers, parts, view)
+    if all(abs(n - share[b]) < 1 for b, n in held.items()):
         assert result.metrics.moves >= result.metrics.min_moves, (result.metrics.moves, result.metrics.min_moves)
 
 
