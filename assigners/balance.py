@@ -329,7 +329,7 @@ def _bulk_count_moves(
     bit = _domain_bits(view)
     if not assignment or not 0 < len(set(bit.values())) < 63:
         return 0  # domain masks beyond int64: the exact loop does it all
-    share = _shares(usage, matrix)
+    share, pinned = _shares(usage, matrix)
     high = {b: math.ceil(share[b]) for b in view.eligible}
     low = {b: math.floor(share[b]) for b in view.eligible}
     donors = sorted((b for b in view.eligible if usage.count[b] > high[b]), key=lambda b: (-usage.fullness(b), b))
@@ -337,6 +337,7 @@ def _bulk_count_moves(
     if not donors or not receivers:
         return 0
     bulk = _Bulk(assignment, matrix, view, bit, rule, take_first)
+    bulk.within_racks = pinned  # every legal move stays in its rack: the masks hold, a partition may move again
     moves = 0
     for old in donors:
         rows, pos = bulk.cells(old)
@@ -354,9 +355,9 @@ def _bulk_count_moves(
     return moves
 
 
-def _shares(usage: Usage, matrix: np.ndarray) -> dict[int, float]:
+def _shares(usage: Usage, matrix: np.ndarray) -> tuple[dict[int, float], bool]:
     """Each eligible broker's share of the replicas by weight: of the cluster's, or of its rack's where the
-    rack rule pins the racks' totals (:meth:`ClusterView.rack_shares`).
+    rack rule pins the racks' totals (:meth:`ClusterView.rack_shares`), and whether it does.
 
     Held to the cluster's share there, a broker of a large rack took up to
     it and gave the excess back, and the rest went one move at a time
@@ -371,7 +372,9 @@ def _shares(usage: Usage, matrix: np.ndarray) -> dict[int, float]:
     for b in view.eligible:
         rack_totals[view.domain_of[b]] = rack_totals.get(view.domain_of[b], 0) + usage.count[b]
     by_rack = view.rack_shares((matrix != PAD).sum(axis=1), rack_totals)
-    return by_rack or {b: total * view.weight_of[b] / weight for b in view.eligible}
+    if by_rack is not None:
+        return by_rack, True
+    return {b: total * view.weight_of[b] / weight for b in view.eligible}, False
 
 
 def _give(bulk: _Bulk, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wanted: int, usage: Usage) -> int:
@@ -428,6 +431,7 @@ class _Bulk:
         self.masks = _other_domains(self.matrix, bit)
         self.required = view.required_domains_each(valid.sum(axis=1))
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
+        self.within_racks = False  # every move stays within its rack (see _moved)
         part, position = np.nonzero(valid)
         broker = self.matrix[part, position]
         first = np.zeros(len(part), dtype=np.int64) if take_first is None else take_first[part]
@@ -456,13 +460,14 @@ class _Bulk:
         return self.part[start:end], self.position[start:end]
 
     def legal(self, rows: np.ndarray, pos: np.ndarray, old: int, new: int) -> np.ndarray:
-        """Which of ``old``'s replicas may go to ``new``: not moved here yet, ``new`` not already a replica,
+        """Which of ``old``'s replicas may go to ``new``: still there and free to move (:meth:`_moved`), ``new``
+        not already a replica,
         the rack spread kept as :meth:`_ReplicaIndex.find` keeps it, no topic pair reversed (partitions the
         plan changed before are checked one by one by the caller)."""
         masks = self.masks[rows, pos]
         after = np.bitwise_count(masks | self.bit[new])
         before = np.bitwise_count(masks | self.bit[old])
-        ok = ~self.moved[rows] & ~(self.matrix[rows] == new).any(axis=1)
+        ok = ~self.moved[rows] & (self.matrix[rows, pos] == old) & ~(self.matrix[rows] == new).any(axis=1)
         ok &= after >= np.minimum(self.required[rows], before)
         if len(self.blocked):
             keys = self.keys(self.topic[rows], new, old)
@@ -501,15 +506,28 @@ class _Bulk:
         for i, p in zip(rows.tolist(), pos.tolist()):
             self.assignment[i][p] = new
         self.matrix[rows, pos] = new
-        self.moved[rows] = True
+        self._moved(rows)
         usage.move_many(rows, old, new)
+
+    def _moved(self, rows: np.ndarray | int) -> None:
+        """After a move, its partition's next one is judged by the rule alone; and it moves no more here, as
+        its other replicas' rack masks no longer hold, unless every move stays within its rack.
+
+        Where the rack rule pins the racks' totals each rack's brokers
+        even out among themselves, and a partition may have a replica to
+        give in each (racks of 17/17/16 over 10k partitions, drifted: sticky
+        354 -> 188 ms, the same moves within 0.1%).
+        """
+        self.fresh[rows] = False
+        if not self.within_racks:
+            self.moved[rows] = True
 
     def move(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
         """One partition's replica from ``old`` to ``new``: rule, lists, matrix and usage."""
         self.rule.record(i, old, new)
         self.assignment[i][position] = new
         self.matrix[i, position] = new
-        self.moved[i] = True
+        self._moved(i)
         usage.remove(i, old)
         usage.add(i, new)
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, balance, plan_cluster
 from assigners.balance import _ReplicaIndex, balance_replica_counts, settle, settles_as_it_is
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
-from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from assigners.model import ClusterView, prepare_brokers, prepare_partitions, topic_codes
 from assigners.placement import Usage, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.scenarios import scenario
@@ -267,6 +267,31 @@ def test_where_racks_pin_their_totals_each_rack_is_evened_to_its_own_share_with_
     plan = [[1 if i < 20 else 2 if i < 25 else 3, 4 + i % 2] for i in range(30)]
     assert balance_replica_counts(plan, view) == 10
     assert Counter(b for replicas in plan for b in replicas) == {1: 10, 2: 10, 3: 10, 4: 15, 5: 15}
+
+
+def test_where_racks_pin_their_totals_the_bulk_phase_moves_a_partition_in_each_rack(monkeypatch):
+    # drifted/11/300/1, racks of 4, 4 and 3: the brokers piled high in one rack hold the same partitions as
+    # those piled high in the others, so a partition has a replica to give in each rack. Every move stays in
+    # its rack, so the bulk phase may move a partition again: it makes all 421 moves, the minimum (moving a
+    # partition once left 127 of them to the exact loop, one at a time)
+    brokers, parts = scenario("drifted", 11, 300, seed=1)
+    prepared_b, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_b, Constraints())
+    live = prepared["current"].tolist()
+    plan = [list(r) for r in live]
+    bulk_moves = []
+    bulk = balance._bulk_count_moves
+    monkeypatch.setattr(
+        balance, "_bulk_count_moves", lambda *a, **k: bulk_moves.append(bulk(*a, **k)) or bulk_moves[-1]
+    )
+    sizes, topics = prepared["size_bytes"].to_numpy(), topic_codes(prepared)
+    moves = balance_replica_counts(plan, view, sizes, topics, Usage(plan, sizes, view), live=live)
+    assert bulk_moves == [moves] == [minimum_moves(live, prepared["rf"].to_numpy(), view)] == [421]
+    counts = Counter(b for replicas in plan for b in replicas)
+    for rack in {view.domain_of[b] for b in view.eligible}:
+        held = [counts[b] for b in view.eligible if view.domain_of[b] == rack]
+        assert max(held) - min(held) <= 1
+    assert all(len({view.domain_of[b] for b in replicas}) == 3 for replicas in plan)  # the rack rule kept
 
 
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
