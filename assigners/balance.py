@@ -336,8 +336,7 @@ def _bulk_count_moves(
     receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
     if not donors or not receivers:
         return 0
-    bulk = _Bulk(assignment, matrix, view, bit, rule, take_first)
-    bulk.within_racks = pinned  # every legal move stays in its rack: the masks hold, a partition may move again
+    bulk = _Bulk(assignment, matrix, view, bit, rule, take_first, within_racks=pinned)
     moves = 0
     for old in donors:
         rows, pos = bulk.cells(old)
@@ -422,16 +421,18 @@ class _Bulk:
         bit: dict[int, int],
         rule: _TopicRule,
         take_first: np.ndarray | None,
+        within_racks: bool = False,
     ) -> None:
         """``take_first``: a key per partition, each donor's replicas offered lowest first (else in
-        partition order)."""
+        partition order); ``within_racks``: every legal move stays in its rack (the rack rule pins the racks'
+        totals), so a partition may move again here (see :meth:`_moved`)."""
         self.assignment, self.bit, self.rule = assignment, bit, rule
         self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
         self.masks = _other_domains(self.matrix, bit)
         self.required = view.required_domains_each(valid.sum(axis=1))
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
-        self.within_racks = False  # every move stays within its rack (see _moved)
+        self.within_racks = within_racks
         part, position = np.nonzero(valid)
         broker = self.matrix[part, position]
         first = np.zeros(len(part), dtype=np.int64) if take_first is None else take_first[part]
