@@ -4,9 +4,8 @@ Leadership transfer (alone, paired, or passed along three brokers: no data
 moves), single replica move, and replica swap between two brokers (counts
 unchanged). An option's key ranks it: first whether it brings the broker
 under the goal's threshold, then the replica moves it adds against the live
-layout (sending a moved replica back home saves one; per unit of gain on a
-large cluster when it does not fix the goal), then the bytes it moves (per
-unit of gain when it does not fix the goal). Options are scored
+layout (sending a moved replica back home saves one), then the bytes it
+moves (per unit of gain when it does not fix the goal). Options are scored
 on the goal's loads alone, in bulk; :mod:`assigners.balanced.goals` checks
 the rules down the sorted list.
 """
@@ -17,9 +16,9 @@ import numpy as np
 
 from assigners.balanced.state import Change, GoalSearch
 
-# An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some; per
-# gain when not fixing on a large cluster), bytes moved (per gain when not fixing), kind, tie-break)
-Option = tuple[float, float, float, int, int, Change]
+# An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
+# bytes moved (per gain when not fixing), kind, tie-break)
+Option = tuple[float, int, float, int, int, Change]
 # A partner broker of one round: its slot; per role (follower, leader) its replica rows and their amounts of the
 # goal, ascending by amount (then row); per role, those the plan moved away from the round's top broker
 # (swapping one back undoes a move) in row order, with their amounts
@@ -73,27 +72,15 @@ def lowest(values: np.ndarray, k: int) -> list[int]:
 
 def option_key(
     search: GoalSearch, k: int, top: int, c: int, new_top: float, new_c: float, cost: tuple[int, int] = (0, 0)
-) -> tuple[float, float, float] | None:
+) -> tuple[float, int, float] | None:
     """(not fixing, moves added, bytes) of an option leaving ``top`` at ``new_top`` and ``c`` at ``new_c``,
-    given its ``cost`` (moves added, bytes moved); None: no gain. Not fixing, the bytes are per unit of
-    gain, and on a large cluster (``search.batch`` above 1) the moves too, where it adds some.
-
-    A broker far above the threshold on a large cluster takes tens of
-    actions, and what it costs in all is the moves per unit of gain of
-    each: ranked by the moves alone, a swap sending one replica home (one
-    move) went before one of twice the gain per move, and the broker needed
-    more rounds and more moves (10k bench cluster: 184 rounds -> 86,
-    7,557 -> 7,531 moves). On a small cluster each action counts on its
-    own (oracle worst 1.25x -> 1.375x ranked so).
-    """
+    given its ``cost`` (moves added, bytes moved); None: no gain."""
     peak, new_peak = float(search.load[k][top]), max(new_top, new_c)
     if new_peak >= peak * (1 - 1e-9):
         return None
     moves, moved = cost
-    if new_peak <= search.target(k) * (1 + 1e-9):
-        return 0.0, moves, float(moved)
-    gain = peak - new_peak
-    return 1.0, moves / gain if moves > 0 and search.batch > 1 else moves, moved / gain
+    fixes = new_peak <= search.target(k) * (1 + 1e-9)
+    return (0.0, moves, float(moved)) if fixes else (1.0, moves, moved / (peak - new_peak))
 
 
 def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -> list[Option]:
