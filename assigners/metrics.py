@@ -201,7 +201,14 @@ def _evenly_spread(counts: pd.Series, weights: pd.Series) -> bool:
 def load_lower_bound(
     leader_load: np.ndarray, follower_load: np.ndarray, rf: np.ndarray, brokers: pd.DataFrame
 ) -> float:
-    weights = brokers.loc[brokers["eligible"], "weight"].to_numpy(dtype=float)
+    weights = brokers["weight"].to_numpy(dtype=float)[brokers["eligible"].to_numpy(dtype=bool)]
+    return lower_bound_per_weight(leader_load, follower_load, rf, weights)
+
+
+def lower_bound_per_weight(
+    leader_load: np.ndarray, follower_load: np.ndarray, rf: np.ndarray, weights: np.ndarray
+) -> float:
+    """:func:`load_lower_bound` over the eligible brokers' ``weights`` (or capacities) alone."""
     if not len(weights) or not len(leader_load):
         return 0.0
     total = float(partition_load(leader_load, follower_load, rf).sum())

@@ -377,11 +377,15 @@ def reach_goals(
     search = GoalSearch(replicas, partitions, view, resources, options, since)
     search.landing, search.widen = landing, widen
     search.batch = 1 if int(partitions["rf"].sum()) <= SMALL else BATCH
+    undone = None
     for _ in range(FIXPOINT_ROUNDS):
         search.new_pass()
         before = search.actions
         notes = [*count_notes(search), *(note for resource in resources if (note := balance_goal(search, resource)))]
-        if not search.actions - before + undo_needless_moves(search):
+        if search.actions == before and undone == 0:
+            break  # the layout is the one the last undo pass found nothing to undo in
+        undone = undo_needless_moves(search)
+        if not search.actions - before + undone:
             break
     if anneal_leaders(search):  # the goals on the leaders' load, searched further at no cost in moves
         notes = _notes(search)

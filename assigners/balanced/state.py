@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from assigners.metrics import load_lower_bound
+from assigners.metrics import lower_bound_per_weight
 from assigners.model import ClusterView, Constraints, argsort_small, replica_matrix, topic_codes
 from assigners.placement import Usage, may_replace, topic_move_counts
 
@@ -38,8 +38,7 @@ class Resource:
 
 def goal_bound(resource: Resource, rf: np.ndarray) -> float:
     """The resource's lower bound per unit of capacity (see :func:`assigners.metrics.load_lower_bound`)."""
-    frame = pd.DataFrame({"weight": resource.capacity, "eligible": True})
-    return load_lower_bound(resource.leader, resource.follower, rf, frame)
+    return lower_bound_per_weight(resource.leader, resource.follower, rf, np.asarray(resource.capacity, dtype=float))
 
 
 class _Sets:

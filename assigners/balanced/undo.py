@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from assigners.balanced.state import GoalSearch
-from assigners.model import PAD, replica_matrix, row_contains
+from assigners.model import PAD, row_contains
 from assigners.placement import may_replace
 
 PAIR_TRIES = 8  # second undos tried per moved replica
@@ -98,11 +98,20 @@ def home_slots(search: GoalSearch, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     parts = search.part[rows]
     live = search.live_matrix[parts]
-    now = replica_matrix([search.replicas[i] for i in parts.tolist()])
-    free = ~row_contains(live, now) & (live != PAD) & np.isin(live, search.brokers)
+    free = ~row_contains(live, _held(search)[parts]) & (live != PAD) & np.isin(live, search.brokers)
     none = np.iinfo(np.int64).max
     home = np.where(free, live, none).min(axis=1)
     return np.where(home < none, np.searchsorted(search.brokers, np.minimum(home, search.brokers[-1])), -1)
+
+
+def _held(search: GoalSearch) -> np.ndarray:
+    """Per partition, the eligible brokers holding it now (PAD-filled rows), from the search's rows at
+    once: from the replica lists, a moved replica's partition at a time, it cost most of an undo pass."""
+    first = search.first_row
+    width = max(1, int(np.diff(first).max(initial=0)))
+    held = np.full((len(first) - 1, width), PAD, dtype=np.int64)
+    held[search.part, np.arange(len(search.part)) - first[search.part]] = search.brokers[search.slot]
+    return held
 
 
 def _still_moved(search: GoalSearch, step: Step) -> bool:
