@@ -19,6 +19,7 @@ from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.strategy import _resources
+from assigners.balanced.undo import undo_needless_moves
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from assigners.placement import Usage, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
@@ -407,6 +408,78 @@ def settled_search(kind: str, n_brokers: int, n_parts: int, seed: int) -> GoalSe
     replicas = keep_valid_each([list(r) for r in prepared["preferred"]], prepared["rf"].tolist(), view, True)
     settle(replicas, prepared, view, since=prepared["current"].tolist(), take_first=prepared["size_bytes"].to_numpy())
     return GoalSearch(replicas, prepared, view, _resources(prepared, prepared_brokers, view), Constraints())
+
+
+def search_at(kind: str, n_brokers: int, n_parts: int, seed: int) -> GoalSearch:
+    """A goal search whose live layout is the settled one of :func:`settled_search`: nothing moved yet."""
+    brokers, parts = scenario(kind, n_brokers, n_parts, seed=seed)
+    prepared_brokers, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_brokers, Constraints())
+    replicas = settled_search(kind, n_brokers, n_parts, seed).replicas
+    live = prepared.assign(current=[list(r) for r in replicas])
+    return GoalSearch(replicas, live, view, _resources(prepared, prepared_brokers, view), Constraints())
+
+
+def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves_a_count_band():
+    # two followers of different topics trade brokers within one rack: counts stay, and either replica
+    # going back alone would take a broker out of its band, so only the pair puts the live layout back
+    search = search_at("drifted", 12, 1000, 3)
+    live = [list(r) for r in search.replicas]
+    peaks = [float(search.load[k].max()) for k in range(len(search.resources))]
+    hottest = {int(np.argmax(search.load[k])) for k in range(len(search.resources))}
+    undo_alone_leaves_band = [
+        (a, b)
+        for a in range(len(search.brokers))
+        for b in range(len(search.brokers))
+        if a != b
+        and search.rack_of[a] == search.rack_of[b]
+        and not hottest & {a, b}
+        and not (search.count_ok(search.count, 0, a, -1) and search.count_ok(search.count, 0, b, +1))
+    ]
+    a, b = undo_alone_leaves_band[0]
+    on_a = [r for r in search.rows_on(a).tolist() if not search.lead[r]]
+    on_b = [r for r in search.rows_on(b).tolist() if not search.lead[r]]
+    p = next(r for r in on_a if b not in search.replicas[search.part[r]])
+    q = next(
+        r
+        for r in on_b
+        if a not in search.replicas[search.part[r]] and search.topic[search.part[r]] != search.topic[search.part[p]]
+    )
+    search.apply_steps(((p, b, False, True), (q, a, False, True)))
+    assert search.replicas != live
+    assert undo_needless_moves(search) == 2
+    assert search.replicas == live
+    assert [float(search.load[k].max()) for k in range(len(search.resources))] == pytest.approx(peaks)
+    assert not search.moved_in.any()
+
+
+@pytest.mark.parametrize(
+    "kind, n_brokers, n_parts, seed",
+    [("skewed", 13, 400, 2), ("broker_removed", 24, 3000, 1), ("uneven_racks", 24, 3000, 2)],
+)
+def test_undoing_saves_the_moves_it_counts_and_makes_nothing_worse(kind, n_brokers, n_parts, seed):
+    # after one pass of the goals (clusters where later actions leave earlier moves needless): each undo puts
+    # a moved replica back on a live broker of its partition, no goal's peak rises above its threshold (or the
+    # peak it had), no count leaves its band further, and every partition still keeps the rack rule
+    search = settled_search(kind, n_brokers, n_parts, seed)
+    search.batch = searches.BATCH if n_parts > 200 else 1
+    for resource in search.resources:
+        balance_goal(search, resource)
+    live = [set(r) for r in search.live.lists]
+
+    def moves() -> int:
+        return sum(len(set(now) - was) for now, was in zip(search.replicas, live))
+
+    before, peaks = moves(), [float(search.load[k].max()) for k in range(len(search.resources))]
+    out_of_band = [sum(search.count_band(b, 0)) for b in range(len(search.brokers))]
+    undone = undo_needless_moves(search)
+    assert undone > 0 and moves() == before - undone
+    for k in range(len(search.resources)):
+        assert search.load[k].max() <= max(peaks[k], search.target(k)) * (1 + 1e-9)
+    assert all(sum(search.count_band(b, 0)) <= out_of_band[b] for b in range(len(search.brokers)))
+    view = search.view
+    for replicas, rf in zip(search.replicas, search.rf.tolist()):
+        assert len({view.domain_of[b] for b in replicas}) >= view.required_domains(rf)
 
 
 @pytest.mark.parametrize("kind, seed", [("skewed", 0), ("drifted", 3)])
