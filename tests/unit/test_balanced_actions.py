@@ -1,24 +1,29 @@
-"""``balanced``'s option helpers against the full sorts their docstrings say they stand for.
+"""``balanced``'s options: the helpers that pick them against the full sorts they stand for, and each
+listed option's key against what it does.
 
 A round on a large cluster picks a few of a broker's tens of thousands of
 replicas; each helper finds them without sorting them all, and each must
 pick exactly what the stable full sort picks (ties in row order), or a plan
-would depend on how the helper cut its corners.
+would depend on how the helper cut its corners. An option's key is scored
+in bulk on one goal's loads; checked here from the resource's own arrays
+and the live layout.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import Constraints
-from assigners.balanced.actions import CANDIDATES, _lowest_peaks, lowest
+from assigners.balanced.actions import CANDIDATES, LedHere, _lowest_peaks, lowest, moves_and_swaps, partner, transfers
 from assigners.balanced.goals import heaviest, lightest_fixing
 from assigners.balanced.state import GoalSearch
 from assigners.balanced.strategy import _resources
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 from tests.unit.scenarios import scenario
+from tests.unit.test_balanced import settled_search
 
 # few distinct values: ties everywhere, which is where a shortcut and the stable sort part ways
 TIED = st.lists(st.integers(0, 6).map(float), min_size=1, max_size=80)
@@ -80,3 +85,65 @@ def test_heaviest_and_lightest_fixing_are_the_ends_of_a_stable_sort(goal, picked
     assert heaviest(SEARCH, goal, rows, n) == rows[ranked[:n]].tolist()
     covering = [j for j in ranked if amounts[j] >= excess]
     assert lightest_fixing(SEARCH, goal, rows, excess, n) == rows[covering[-n:]].tolist()
+
+
+def _loads_after(search: GoalSearch, k: int, change: tuple) -> dict[int, float]:
+    """Goal ``k``'s load on the brokers ``change`` touches after it, from the resource's own arrays."""
+    resource, loads = search.resources[k], {}
+    for row, slot, lead, _ in change:
+        i, old = int(search.part[row]), int(search.slot[row])
+        was = resource.leader[i] if search.lead[row] else resource.follower[i]
+        now = resource.leader[i] if lead else resource.follower[i]
+        loads[old] = loads.get(old, float(search.load[k][old])) - was / resource.capacity[old]
+        loads[slot] = loads.get(slot, float(search.load[k][slot])) + now / resource.capacity[slot]
+    return loads
+
+
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("drifted", 3), ("capped", 4)])
+def test_each_listed_option_lowers_the_top_broker_and_is_keyed_by_what_it_does(kind, seed):
+    # one round's moves, swaps and leadership transfers off each goal's top broker: each lowers the peak of
+    # the brokers it touches below the top broker's load, says whether that peak is within the threshold, and
+    # counts the replica moves it adds against the live layout and the bytes they copy (per unit of gain
+    # when it does not fix the goal)
+    search = settled_search(kind, 12, 1000, seed)
+    live = [set(r) for r in search.live.lists]
+    seen = set()
+    for k in range(len(search.resources)):
+        options = _round_options(search, k)
+        top = int(np.argmax(search.load[k]))
+        peak, target = float(search.load[k][top]), search.target(k)
+        for not_fixing, moves, cost, kind_of, _, change in options:
+            after = _loads_after(search, k, change)
+            assert max(after.values()) < peak
+            assert not_fixing == (0.0 if max(after.values()) <= target * (1 + 1e-9) else 1.0)
+            relocating = [(row, slot) for row, slot, _, relocates in change if relocates]
+            added = [_added(search, live, row, slot) for row, slot in relocating]
+            assert moves == sum(added)
+            copied = sum(n * int(search.sizes[search.part[row]]) for n, (row, _) in zip(added, relocating))
+            gain = peak - max(after.values())
+            assert cost == pytest.approx(copied if not not_fixing else copied / gain)
+            seen.add((kind_of, not_fixing))
+    assert {(0, 1.0), (2, 1.0)} <= seen  # transfers and swaps short of the threshold, on every cluster
+
+
+def _round_options(search: GoalSearch, k: int) -> list:
+    """The options a round lists off goal ``k``'s top broker: its heaviest and lightest fixing replicas to
+    the five least loaded brokers (as :func:`assigners.balanced.goals.improve` lists them)."""
+    top = int(np.argmax(search.load[k]))
+    mine = search.rows_on(top)
+    mine = mine[search.amount(k, mine) > 0]
+    excess = (search.load[k][top] - search.target(k)) * search.capacity[k][top]
+    led_here = LedHere(search, top, k)
+    partners = [c for c in np.argsort(search.load[k], kind="stable")[:6].tolist() if c != top][:5]
+    held = [partner(search, k, c, led_here) for c in partners]
+    options = []
+    for r in dict.fromkeys([*heaviest(search, k, mine, CANDIDATES), *lightest_fixing(search, k, mine, excess, 5)]):
+        options += transfers(search, k, r, top, led_here) + moves_and_swaps(search, k, r, top, held)
+    return options
+
+
+def _added(search: GoalSearch, live: list[set[int]], row: int, slot: int) -> int:
+    """Replica moves a step adds against the live layout: onto a broker not holding its partition live
+    adds one, off one (back home) saves one."""
+    i = int(search.part[row])
+    return (int(search.brokers[slot]) not in live[i]) - (int(search.brokers[search.slot[row]]) not in live[i])
