@@ -17,7 +17,16 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import Constraints
-from assigners.balanced.actions import CANDIDATES, LedHere, _lowest_peaks, lowest, moves_and_swaps, partner, transfers
+from assigners.balanced.actions import (
+    CANDIDATES,
+    LedHere,
+    _lowest_peaks,
+    lowest,
+    moves_and_swaps,
+    partner,
+    transfer_chains,
+    transfers,
+)
 from assigners.balanced.goals import heaviest, lightest_fixing
 from assigners.balanced.state import GoalSearch
 from assigners.balanced.strategy import _resources
@@ -128,7 +137,8 @@ def test_each_listed_option_lowers_the_top_broker_and_is_keyed_by_what_it_does(k
 
 def _round_options(search: GoalSearch, k: int) -> list:
     """The options a round lists off goal ``k``'s top broker: its heaviest and lightest fixing replicas to
-    the five least loaded brokers (as :func:`assigners.balanced.goals.improve` lists them)."""
+    the five least loaded brokers, and leadership passed along three brokers (as
+    :func:`assigners.balanced.goals.improve` lists them)."""
     top = int(np.argmax(search.load[k]))
     mine = search.rows_on(top)
     mine = mine[search.amount(k, mine) > 0]
@@ -139,6 +149,8 @@ def _round_options(search: GoalSearch, k: int) -> list:
     options = []
     for r in dict.fromkeys([*heaviest(search, k, mine, CANDIDATES), *lightest_fixing(search, k, mine, excess, 5)]):
         options += transfers(search, k, r, top, led_here) + moves_and_swaps(search, k, r, top, held)
+    for r in heaviest(search, k, mine[search.lead[mine]], CANDIDATES):
+        options += transfer_chains(search, k, r, top, led_here)
     return options
 
 
