@@ -535,6 +535,41 @@ def test_what_the_search_keeps_between_rounds_is_what_the_layout_it_reached_give
         assert search.moved_from(slot).tolist() == away
 
 
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("capped", 4), ("rf_gt_racks", 2)])
+def test_the_searchs_bookkeeping_after_many_actions_is_a_fresh_search_of_the_layout_it_reached(kind, seed):
+    # loads, counts, each broker's rows and their order per role, usage, the replicas moved in and the
+    # topic rule's move counts are all kept step by step (a delete and an insert where a sort cost more);
+    # after a search of many swaps and leadership changes each equals what a search built afresh finds
+    brokers, parts = scenario(kind, 12, 1000, seed=seed)
+    prepared_brokers, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_brokers, Constraints())
+    search = settled_search(kind, 12, 1000, seed)
+    search.batch = searches.BATCH
+    for resource in search.resources:
+        balance_goal(search, resource)
+    assert search.actions > 20
+    fresh = GoalSearch([list(r) for r in search.replicas], prepared, view, search.resources, Constraints())
+
+    def per_slot(s: GoalSearch, slot: int) -> list[tuple[int, bool, bool]]:
+        return sorted((int(s.part[r]), bool(s.lead[r]), bool(s.moved_in[r])) for r in s.rows_on(slot).tolist())
+
+    assert np.allclose(search.load, fresh.load)
+    assert search.count.tolist() == fresh.count.tolist() and search.leaders.tolist() == fresh.leaders.tolist()
+    assert search.usage.count == fresh.usage.count and search.usage.disk == fresh.usage.disk
+    for slot in range(len(search.brokers)):
+        assert per_slot(search, slot) == per_slot(fresh, slot)
+    goal, kept_orders = search._by_role  # the orders kept up to date step by step, of the goal searched last
+    current = [slot for slot in kept_orders if slot in search._still_ordered(slot)]
+    assert current
+    for slot in current:
+        for kept, built in zip(kept_orders[slot][1], fresh.by_role(goal, slot)):
+            assert kept[1].tolist() == built[1].tolist()  # amounts ascending, the same
+            assert sorted(search.part[kept[0]].tolist()) == sorted(fresh.part[built[0]].tolist())
+            assert search.row_amount[goal][kept[0]].tolist() == kept[1].tolist()
+    positive = {key: n for key, n in search.moved.counts.items() if n}
+    assert positive == {key: n for key, n in fresh.moved.counts.items() if n}
+
+
 def test_a_kept_answer_that_a_full_broker_has_no_room_ends_when_a_replica_leaves_it():
     # capped/12/1000/4, its first broker held to the replicas it has: a step onto it that every other rule
     # allows is refused for want of room, and allowed once a replica of another topic leaves it
