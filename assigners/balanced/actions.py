@@ -21,9 +21,11 @@ from assigners.balanced.state import Change, GoalSearch
 Option = tuple[float, int, float, int, int, Change]
 # A partner broker of one round: its slot; per role (follower, leader) its replica rows and their amounts of the
 # goal, ascending by amount (then row); per role, those the plan moved away from the round's top broker
-# (swapping one back undoes a move) in row order, with their amounts
+# (swapping one back undoes a move) in row order, with their amounts; and per row asked about, the row's
+# step onto the top broker as a swap's return (its amount and cost; None: a rule forbids it)
 Pairs = tuple[np.ndarray, np.ndarray]
-Held = tuple[int, tuple[Pairs, ...], tuple[Pairs, ...]]
+Returns = dict[int, tuple[float, tuple[int, int]] | None]
+Held = tuple[int, tuple[Pairs, ...], tuple[Pairs, ...], Returns]
 
 CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
@@ -189,7 +191,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     out = list[Option]()
     # plain floats: the same arithmetic as numpy's scalars, at a fraction of their cost per operation
     top_load, top_cap = float(search.load[k][top]), search.capacity[k][top]
-    for c, by_role, from_top in held:
+    for c, by_role, from_top, returns in held:
         if not search.may_step(r, c):
             continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
@@ -205,10 +207,12 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         back_rows, back_amounts = from_top[int(lead)]
         homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist() if len(back_rows) else []
         for s_row in dict.fromkeys([*best, *homeward]):
-            if not search.may_step(s_row, top):
+            if s_row not in returns:  # the same few return steps serve every replica of top a round tries
+                legal = search.may_step(s_row, top)
+                returns[s_row] = (float(amount[s_row]), search.cost(s_row, top)) if legal else None
+            if (step := returns[s_row]) is None:
                 continue
-            delta = mine - float(amount[s_row])
-            back = search.cost(s_row, top)
+            delta, back = mine - step[0], step[1]
             cost = (there[0] + back[0], there[1] + back[1])
             key = option_key(search, k, top, c, top_load - delta / top_cap, c_load + delta / c_cap, cost)
             if key is not None:
@@ -252,4 +256,4 @@ def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     back = away[(search.slot[away] == c) & ~led_here.holds[search.part[away]]]  # and top no longer holds it
     leads, amounts = search.lead[back], search.amount(k, back)
     homeward = tuple((back[leads == role], amounts[leads == role]) for role in (False, True))
-    return c, search.by_role(k, c), homeward
+    return c, search.by_role(k, c), homeward, {}
