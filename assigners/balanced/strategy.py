@@ -148,7 +148,8 @@ def _onto_new_brokers(
     if live != partitions["preferred"].tolist():
         return None
     sizes = partitions["size_bytes"].to_numpy()
-    if any(Usage(live, sizes, view).over_capacity(b) for b in view.eligible):
+    usage = Usage(live, sizes, view)
+    if any(usage.over_capacity(b) for b in view.eligible):
         return None  # replicas must leave a broker over its cap, wherever they can go
     best: Plan | None = None
     for goal, amounts in donation_amounts(resources):
