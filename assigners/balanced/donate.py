@@ -56,7 +56,8 @@ def donate(
     load = {b: sum(a for a, _ in mine) for b, mine in held.items()}
     weight = {b: view.weight_of[b] for b in view.eligible}
     total = sum(len(mine) for mine in held.values())
-    share = {b: total * weight[b] / sum(weight.values()) for b in view.eligible}
+    all_weight = sum(weight.values())
+    share = {b: total * weight[b] / all_weight for b in view.eligible}
     take = {b: math.floor(share[b]) - len(held[b]) for b in sorted(new)}
     mean = sum(load.values()) / sum(capacity.values())
     givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
