@@ -8,9 +8,10 @@ legal broker (:func:`refill`). All edit a list of replica lists in place.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -253,8 +254,7 @@ def refill(
     stayed), the per-plan rule of Kafka's reassignment guidance.
     """
     view = usage.view
-    heap = [(usage.fullness(b), b) for b in view.eligible]
-    heapq.heapify(heap)
+    ranked = sorted((usage.fullness(b), b) for b in view.eligible)  # kept sorted: a few dozen to hundreds
     added = 0
     rule = None  # (the topic's moves so far, the live layout, topic codes) when the rule applies
     if since is not None and topics is not None:
@@ -265,10 +265,13 @@ def refill(
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
             avoid = None if rule is None else _reverses(rule[0], rule[2][i], set(rule[1][i]) - set(replicas))
-            b = pop_legal(heap, usage.fullness, i, replicas, target, usage, avoid)
+            b = first_legal(ranked, i, replicas, target, usage, avoid)
+            if b is None:
+                raise_no_room(i, replicas, usage)
+            del ranked[bisect.bisect_left(ranked, (usage.fullness(b), b))]
             replicas.append(b)
             usage.add(i, b)
-            heapq.heappush(heap, (usage.fullness(b), b))
+            bisect.insort(ranked, (usage.fullness(b), b))
             if rule is not None:
                 rule[0].update((rule[2][i], d, b) for d in set(rule[1][i]) - set(replicas))
             added += 1
@@ -374,33 +377,58 @@ def pop_legal(
     usage: Usage,
     avoid: Callable[[int], bool] | None = None,
 ) -> int:
-    """Pop the lowest-key broker that may take the next replica of partition ``i`` (others go back).
-
-    ``avoid``: brokers taken only when no other is legal.
+    """Pop the lowest-key broker that may take the next replica of partition ``i`` (:func:`first_legal`; the
+    others go back).
 
     ``heap`` holds ``(key, broker)`` entries; an entry whose key is no longer
     ``key_of(broker)`` is stale and dropped (the caller pushed a fresh one).
-    A broker in an unused rack wins while the partition may still use one;
-    an old rack is the fallback when the rack rule still holds with it.
+    """
+    popped: list[tuple[float, int]] = []
+
+    def fresh() -> Iterator[tuple[float, int]]:
+        while heap:
+            entry = heapq.heappop(heap)
+            if entry[0] == key_of(entry[1]):  # else stale: the fresh one is in the heap
+                popped.append(entry)
+                yield entry
+
+    chosen = first_legal(fresh(), i, replicas, target, usage, avoid)
+    for entry in popped:
+        if entry[1] != chosen:
+            heapq.heappush(heap, entry)
+    if chosen is None:
+        raise_no_room(i, replicas, usage)
+    return chosen
+
+
+def first_legal(
+    ranked: Iterable[tuple[float, int]],
+    i: int,
+    replicas: list[int],
+    target: int,
+    usage: Usage,
+    avoid: Callable[[int], bool] | None = None,
+) -> int | None:
+    """Of the brokers ``ranked`` (``(key, broker)``, best first), the one to take the next replica of partition
+    ``i`` (None: none may).
+
+    The first legal one in a rack the partition does not use yet, while it
+    may still use one; else the first in a rack it uses where the rack rule
+    still holds; those ``avoid`` names only when no other is legal. Takes
+    from ``ranked`` only as far as it needs to.
     """
     view = usage.view
     used = {view.domain_of[b] for b in replicas}
     required = view.required_domains(target)
     prefers_new_rack = len(used) < required or (view.rack_aware and len(used) < view.n_domains)
     old_rack_ok = len(used) + (target - len(replicas) - 1) >= required
-    skipped: list[tuple[float, int]] = []
     fallback: int | None = None
     avoided: int | None = None
-    chosen: int | None = None
     domain_of = view.domain_of
-    while heap:
-        key, b = heapq.heappop(heap)
-        if key != key_of(b):
-            continue  # stale entry; the fresh one is in the heap
-        skipped.append((key, b))
+    for _, b in ranked:
         new_rack = not prefers_new_rack or domain_of[b] not in used
         if not (new_rack or old_rack_ok):
-            continue  # an old rack the rule cannot take: never chosen, so its rules need no asking (most pops)
+            continue  # an old rack the rule cannot take: never chosen, so its rules need no asking (most brokers)
         if b in replicas or not usage.room_for(i, b):
             continue
         if avoid is not None and avoid(b):
@@ -408,18 +436,10 @@ def pop_legal(
                 avoided = b
             continue
         if new_rack:
-            chosen = b
-            break
+            return b
         if fallback is None:
             fallback = b  # an old rack still meets the rule; a new one is only preferred
-    if chosen is None:
-        chosen = fallback if fallback is not None else avoided
-    for entry in skipped:
-        if entry[1] != chosen:
-            heapq.heappush(heap, entry)
-    if chosen is None:
-        raise_no_room(i, replicas, usage)
-    return chosen
+    return fallback if fallback is not None else avoided
 
 
 def raise_no_room(i: int, replicas: list[int], usage: Usage) -> NoReturn:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
 from assigners.model import (
     CORE0_RESERVE,
     ClusterView,
@@ -21,11 +22,14 @@ from assigners.model import (
     replica_matrix,
 )
 from assigners.placement import (
+    Usage,
     _fewest_choices_first,
+    first_legal,
     keep_valid,
     keep_valid_each,
     may_replace,
     may_replace_with,
+    pop_legal,
     topic_move_counts,
     topic_moves,
 )
@@ -357,6 +361,79 @@ def test_property_refill_order_is_fewest_free_brokers_in_unused_racks_first(clus
 
     short = [i for i, (r, t) in enumerate(zip(assignment, targets)) if len(r) < t]
     assert _fewest_choices_first(assignment, targets, view) == sorted(short, key=lambda i: (free_brokers(i), i))
+
+
+@st.composite
+def next_replica_cases(draw: st.DrawFn):
+    """A partition missing replicas, its cluster's view and usage (some brokers capped), the eligible brokers in
+    a drawn order of preference, and brokers to avoid."""
+    brokers, parts = draw(random_clusters())
+    capped = [draw(st.sampled_from([None, None, 0, 1, 3])) for _ in range(len(brokers))]
+    brokers = brokers.assign(max_partitions=pd.array(capped, dtype="Int64"))
+    constraints = Constraints(rack_aware=draw(st.booleans()), min_failure_domains=draw(st.integers(1, 3)))
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+    assignment = [list(r) for r in parts["replicas"]]
+    usage = Usage(assignment, np.zeros(len(assignment), dtype=np.int64), view)
+    i = draw(st.integers(0, len(assignment) - 1))
+    target = len(assignment[i])
+    replicas = assignment[i][: draw(st.integers(0, target - 1))] if target else []
+    ranked = [(float(k), b) for k, b in enumerate(draw(st.permutations(view.eligible)))]
+    avoid = draw(st.sets(st.sampled_from(view.eligible))) if view.eligible else set()
+    return view, usage, i, replicas, max(target, 1), ranked, avoid
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=next_replica_cases())
+def test_property_the_next_replica_goes_to_a_new_rack_first_then_an_old_one_the_rule_allows_then_an_avoided_one(
+    case,
+):
+    view, usage, i, replicas, target, ranked, avoid = case
+    used = {view.domain_of.get(b) for b in replicas}
+    need = view.required_domains(target)
+    wants_new = len(used) < need or (view.rack_aware and len(used) < view.n_domains)
+    old_rack_ok = len(used) + (target - len(replicas) - 1) >= need
+
+    def new_rack(b: int) -> bool:
+        return not wants_new or view.domain_of[b] not in used
+
+    legal = [b for _, b in ranked if b not in replicas and usage.room_for(i, b) and (new_rack(b) or old_rack_ok)]
+    tiers = (
+        [b for b in legal if new_rack(b) and b not in avoid],
+        [b for b in legal if not new_rack(b) and b not in avoid],
+        [b for b in legal if b in avoid],
+    )
+    expected = next((tier[0] for tier in tiers if tier), None)
+    assert first_legal(ranked, i, replicas, target, usage, avoid.__contains__) == expected
+
+    # from a heap with stale entries among the fresh ones: the same broker, every other fresh entry kept
+    key = {b: k for k, b in ranked}
+    heap = sorted([*ranked, *((k + 0.5, b) for k, b in ranked[::2])])  # (k + 0.5, b): stale, never taken
+    if expected is None:
+        with pytest.raises((CapacityExhaustedError, InsufficientBrokersError)):
+            pop_legal(heap, key.__getitem__, i, replicas, target, usage, avoid.__contains__)
+        return
+    assert pop_legal(heap, key.__getitem__, i, replicas, target, usage, avoid.__contains__) == expected
+    assert sorted(e for e in heap if e[0] == key[e[1]]) == sorted(e for e in ranked if e[1] != expected)
+
+
+def test_the_next_replica_of_a_partition_on_one_rack_of_two():
+    # racks a: 1, 2; b: 3, 4. RF 3 over two racks must span both; the partition holds broker 1 (rack a) and
+    # still misses two replicas, so rack a may take one more while b takes the other
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame([1, 2, 3, 4], ["a", "a", "b", "b"]), Constraints()), Constraints()
+    )
+    usage = Usage([[1]], np.zeros(1, dtype=np.int64), view)
+    ranked = [(0.0, 2), (1.0, 3), (2.0, 4)]
+
+    def nxt(avoid=frozenset(), replicas=(1,)):
+        return first_legal(ranked, 0, list(replicas), 3, usage, avoid.__contains__)
+
+    assert nxt() == 3  # a new rack is preferred to broker 2, ranked first
+    assert nxt(frozenset({3})) == 4
+    assert nxt(frozenset({3, 4})) == 2  # rack b avoided: the old rack the rule still allows
+    assert nxt(frozenset({2, 3, 4})) == 2  # everything avoided: the first legal one all the same
+    assert nxt(replicas=(1, 2)) == 3  # rack a full for the rule: only b
+    assert nxt(frozenset({3, 4}), replicas=(1, 2)) == 3  # ... even where every broker there is avoided
 
 
 @settings(max_examples=60, deadline=None)
