@@ -264,7 +264,8 @@ def refill(
     for i in order:
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
-            avoid = None if rule is None else _reverses(rule[0], rule[2][i], set(rule[1][i]) - set(replicas))
+            left = set() if rule is None else set(rule[1][i]).difference(replicas)  # live brokers it left
+            avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
             b = first_legal(ranked, i, replicas, target, usage, avoid)
             if b is None:
                 raise_no_room(i, replicas, usage)
@@ -272,8 +273,8 @@ def refill(
             replicas.append(b)
             usage.add(i, b)
             bisect.insort(ranked, (usage.fullness(b), b))
-            if rule is not None:
-                rule[0].update((rule[2][i], d, b) for d in set(rule[1][i]) - set(replicas))
+            if left and rule is not None:
+                rule[0].update((rule[2][i], d, b) for d in left if d != b)
             added += 1
     return added
 
