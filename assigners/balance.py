@@ -250,21 +250,39 @@ class _TopicRule:
     def active(self) -> bool:
         return bool(self.moved) or self.live is not None
 
-    def _pairs(self, i: int, replicas: list[int]) -> set[tuple[int, int, int]]:
+    def _added(self, i: int, old: int, new: int) -> list[tuple[int, int, int]]:
+        """The pairs partition ``i``'s move from ``old`` to ``new`` adds: a live ``old`` left for each broker it
+        will hold off its live set, and each live broker it is off left for a ``new`` off its live set (the
+        pairs of the other brokers stay as they were)."""
         assert self.live is not None
-        t, was = self.topic_of[i], self.live[i]
-        return {(t, a, b) for a in was if a not in replicas for b in replicas if b not in was}
+        t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
+        added = []
+        if old in was:
+            added += [(t, old, b) for b in now if b != old and b not in was]
+            if new not in was:
+                added.append((t, old, new))
+        if new not in was:
+            added += [(t, a, new) for a in was if a not in now]
+        return added
 
-    def _after(self, i: int, old: int, new: int) -> list[int]:
-        return [new if b == old else b for b in self.assignment[i]]
+    def _removed(self, i: int, old: int, new: int) -> set[tuple[int, int, int]]:
+        """The pairs partition ``i``'s move from ``old`` to ``new`` removes: a live ``new`` it comes back to no
+        longer left for any broker, and no live broker is left for an ``old`` off its live set."""
+        assert self.live is not None
+        t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
+        removed = set()
+        if new in was:
+            removed |= {(t, new, b) for b in now if b not in was}
+        if old not in was:
+            removed |= {(t, a, old) for a in was if a not in now}
+        return removed
 
     def allows(self, i: int, old: int, new: int) -> bool:
         if self.live is None:
             return (self.topic_of[i], new, old) not in self.moved
         if self.assignment[i] == self.live[i]:  # its first move: it adds the one pair (topic, old, new)
             return self.count[(self.topic_of[i], new, old)] <= 0
-        added = self._pairs(i, self._after(i, old, new)) - self._pairs(i, self.assignment[i])
-        return all(self.count[(t, b, a)] <= 0 for t, a, b in added)
+        return all(self.count[(t, b, a)] <= 0 for t, a, b in self._added(i, old, new))
 
     def pairs(self) -> np.ndarray:
         """The (topic, from, to) pairs that forbid their reverse now, as rows (in no particular order)."""
@@ -298,8 +316,8 @@ class _TopicRule:
         if self.assignment[i] == self.live[i]:  # as in allows: no pairs yet, one after
             self.count[(self.topic_of[i], old, new)] += 1
             return
-        self.count.subtract(self._pairs(i, self.assignment[i]))
-        self.count.update(self._pairs(i, self._after(i, old, new)))
+        self.count.subtract(self._removed(i, old, new))
+        self.count.update(self._added(i, old, new))
 
 
 def _bulk_count_moves(

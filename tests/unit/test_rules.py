@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.balance import _TopicRule
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
 from assigners.model import (
     CORE0_RESERVE,
@@ -468,3 +469,40 @@ def test_property_topic_move_counts_name_the_pairs_topic_moves_names(layouts, sh
     )
     assert all(counts[pair] == n for pair, n in expected.items())
     assert counts[(0, 9, 9)] == 0  # a pair no move names
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    live=st.lists(
+        st.tuples(st.lists(st.integers(1, 7), min_size=1, max_size=3, unique=True), st.integers(0, 1)),
+        min_size=1,
+        max_size=8,
+    ),
+    steps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2), st.integers(1, 7)), max_size=25),
+)
+def test_property_the_topic_rule_judges_and_counts_each_move_as_a_fresh_count_of_the_plans_pairs(live, steps):
+    # (topic, from, to): each live broker a partition left with each broker it joined, counted over the plan
+    topics = [topic for _, topic in live]
+    was = [brokers for brokers, _ in live]
+    assignment = [list(brokers) for brokers in was]
+    rule = _TopicRule(topics, set(), assignment, was, replica_matrix(assignment), span=8)
+
+    def pairs(i: int, replicas: list[int]) -> set[tuple[int, int, int]]:
+        return {(topics[i], a, b) for a in was[i] if a not in replicas for b in replicas if b not in was[i]}
+
+    def fresh() -> Counter:
+        return Counter(pair for i, replicas in enumerate(assignment) for pair in pairs(i, replicas))
+
+    for i, position, new in steps:
+        i %= len(assignment)
+        old = assignment[i][position % len(assignment[i])]
+        if new in assignment[i]:
+            continue
+        after = [new if b == old else b for b in assignment[i]]
+        counted = fresh()
+        reversing = [p for p in pairs(i, after) - pairs(i, assignment[i]) if counted[(p[0], p[2], p[1])] > 0]
+        assert rule.allows(i, old, new) == (not reversing)
+        rule.record(i, old, new)  # before the move is applied, as the balancing calls it
+        assignment[i][:] = after
+        assert {tuple(p) for p in rule.pairs().tolist()} == set(fresh())
+        assert all(rule.count[p] == n for p, n in fresh().items())
