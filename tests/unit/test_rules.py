@@ -444,15 +444,16 @@ def test_property_argsort_small_is_a_stable_argsort(values):
     assert argsort_small(array).tolist() == np.argsort(array, kind="stable").tolist()
 
 
+def layouts(brokers: int, topics: int, replicas: int, partitions: int):
+    """Partitions as (their brokers among 1..``brokers``, their topic among 0..``topics`` - 1)."""
+    one = st.tuples(
+        st.lists(st.integers(1, brokers), min_size=1, max_size=replicas, unique=True), st.integers(0, topics - 1)
+    )
+    return st.lists(one, min_size=1, max_size=partitions)
+
+
 @settings(max_examples=60, deadline=None)
-@given(
-    layouts=st.lists(
-        st.tuples(st.lists(st.integers(1, 9), min_size=1, max_size=4, unique=True), st.integers(0, 2)),
-        min_size=1,
-        max_size=12,
-    ),
-    shift=st.integers(0, 5),
-)
+@given(layouts=layouts(brokers=9, topics=3, replicas=4, partitions=12), shift=st.integers(0, 5))
 def test_property_topic_move_counts_name_the_pairs_topic_moves_names(layouts, shift):
     # each partition's later layout: its brokers shifted by ``shift`` (mod 9, some land on brokers it held)
     before = [brokers for brokers, _ in layouts]
@@ -473,11 +474,7 @@ def test_property_topic_move_counts_name_the_pairs_topic_moves_names(layouts, sh
 
 @settings(max_examples=80, deadline=None)
 @given(
-    live=st.lists(
-        st.tuples(st.lists(st.integers(1, 7), min_size=1, max_size=3, unique=True), st.integers(0, 1)),
-        min_size=1,
-        max_size=8,
-    ),
+    live=layouts(brokers=7, topics=2, replicas=3, partitions=8),
     steps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2), st.integers(1, 7)), max_size=25),
 )
 def test_property_the_topic_rule_judges_and_counts_each_move_as_a_fresh_count_of_the_plans_pairs(live, steps):
