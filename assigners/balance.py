@@ -270,7 +270,7 @@ class _TopicRule:
         longer left for any broker, and no live broker is left for an ``old`` off its live set."""
         assert self.live is not None
         t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
-        removed = set()
+        removed = set()  # a set: where new is live and old is not, both groups name (topic, new, old)
         if new in was:
             removed |= {(t, new, b) for b in now if b not in was}
         if old not in was:
