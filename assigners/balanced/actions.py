@@ -42,6 +42,22 @@ class LedHere:
         self.holds[search.part[search.rows_on(top)]] = True
         self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._away: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
+
+    def moved_away(self, c: int) -> tuple[Pairs, ...]:
+        """Per role (follower, leader), the rows the plan moved away from ``top`` that sit on broker slot
+        ``c`` and whose partition ``top`` no longer holds, in row order, with their amounts of goal ``k``
+        (a swap sending one back undoes a move). The rows moved away are split by role once per round,
+        which each partner then only filters by its slot."""
+        if self._away is None:
+            search = self.search
+            away = search.moved_from(self.top)
+            away = away[~self.holds[search.part[away]]]
+            leads, amounts, slots = search.lead[away], search.amount(self.k, away), search.slot[away]
+            self._away = tuple(
+                (away[leads == role], amounts[leads == role], slots[leads == role]) for role in (False, True)
+            )
+        return tuple((rows[slots == c], amounts[slots == c]) for rows, amounts, slots in self._away)
 
     def leads(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on."""
@@ -252,8 +268,4 @@ def _lowest_peaks(
 
 def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
-    away = search.moved_from(led_here.top)
-    back = away[(search.slot[away] == c) & ~led_here.holds[search.part[away]]]  # and top no longer holds it
-    leads, amounts = search.lead[back], search.amount(k, back)
-    homeward = tuple((back[leads == role], amounts[leads == role]) for role in (False, True))
-    return c, search.by_role(k, c), homeward, {}
+    return c, search.by_role(k, c), led_here.moved_away(c), {}
