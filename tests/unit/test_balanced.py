@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.balance import settle
-from assigners.balanced import searches
+from assigners.balanced import goals, searches
 from assigners.balanced.donate import donate
 from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import anneal_leaders
@@ -363,6 +363,27 @@ def test_a_goal_the_usual_candidates_get_stuck_on_is_met_by_the_widened_search()
     assert_valid(brokers, parts, result.planned, Constraints())
 
 
+def test_a_goal_an_earlier_one_pins_at_its_threshold_is_met_by_swaps_screened_for_the_earlier_goals(monkeypatch):
+    # drifted/6/400/1 evened smallest first: every swap the usual candidates list for bytes in (each partner's
+    # lightest replicas) takes a disk load above its threshold; screened for disk in bulk, the swaps that keep
+    # it there meet bytes in, and with no more moves than the count balancing's lower bound
+    brokers, parts = scenario("drifted", 6, 400, seed=1)
+    prepared_brokers, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_brokers, Constraints())
+    live = prepared["current"].tolist()
+    reached = {}
+    for screened in (False, True):
+        if not screened:
+            monkeypatch.setattr(goals, "improve_screened", lambda search, k, top: False)
+        search = settled_search("drifted", 6, 400, seed=1)
+        notes, met = searches.reach_goals(search.replicas, prepared, view, search.resources, Constraints())
+        moves = sum(len(set(now) - set(was)) for now, was in zip(search.replicas, live))
+        reached[screened] = (met, moves, notes)
+        monkeypatch.undo()
+    assert reached[False][0] == [True, False, True, True] and "bytes_in goal not met" in reached[False][2][0]
+    assert reached[True] == ([True, True, True, True], 384, [])
+
+
 def test_a_small_cluster_is_searched_from_every_count_order_and_the_fewest_moves_kept():
     # broker_added/6/38/102: evening the counts smallest first, in partition order or largest first leaves
     # bytes_out at 1.07x on broker 2; coldest by bytes_in first meets every goal with CP-SAT's 29 moves.
@@ -378,14 +399,16 @@ def test_a_small_cluster_is_searched_from_every_count_order_and_the_fewest_moves
 
 def test_a_large_cluster_stuck_on_its_first_count_order_is_searched_from_the_second_before_widening(monkeypatch):
     # drifted/6/400/1 (1,200 replicas: above SMALL, two count orders) with its orders as a small cluster's
-    # first two: evened smallest first, a goal stays stuck; evened in partition order, the plain search meets
-    # every goal with the fewest moves (384, the count balancing's lower bound), so the first order's widened
-    # search, the costliest, is never run (a large cluster's own orders, partition order first, meet every
-    # goal at once on every scenario cluster tried: none is stuck there to show it)
+    # first two: evened smallest first, bytes in stays stuck at 1.051x (with the screened swaps switched off:
+    # they meet it, and no scenario cluster tried is stuck with them, 140 of 6-8 brokers); evened in partition
+    # order, the plain search meets every goal with the fewest moves (384, the count balancing's lower bound),
+    # so the first order's widened search, the costliest, is never run (a large cluster's own orders, partition
+    # order first, meet every goal at once on every scenario cluster tried: none is stuck there to show it)
     brokers, parts = scenario("drifted", 6, 400, seed=1)
     starts, widened = [], []
     reach, orders = searches.reach_goals, searches._count_orders
     monkeypatch.setattr(searches, "_count_orders", lambda partitions, small: orders(partitions, True))
+    monkeypatch.setattr(goals, "improve_screened", lambda search, k, top: False)
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         (widened if kwargs.get("widen") else starts).append(kwargs.get("since") is None)
