@@ -12,6 +12,8 @@ the rules down the sorted list.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from assigners.balanced.state import Change, GoalSearch
@@ -285,7 +287,7 @@ def _on_one_slope(
         if (new_top < new_c) if rising else (new_c < new_top):
             return None  # not on the slope after all (the crossing, in rounding)
         peaks.append(new_top if rising else new_c)
-    if any(a >= b for a, b in zip(peaks, peaks[1:])):
+    if any(a >= b for a, b in itertools.pairwise(peaks)):
         return None
     picked: list[int] = (rows[:n] if rising else rows[len(rows) - n :][::-1]).tolist()
     return picked[:CANDIDATES]
