@@ -209,6 +209,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
     out = list[Option]()
     # plain floats: the same arithmetic as numpy's scalars, at a fraction of their cost per operation
     top_load, top_cap = float(search.load[k][top]), search.capacity[k][top]
+    floor, fixed = top_load * (1 - 1e-9), search.target(k) * (1 + 1e-9)  # as option_key has them
     for c, by_role, from_top, returns in held:
         if not search.may_step(r, c):
             continue  # the move and every swap sending r to c would break a rule: never listed
@@ -230,11 +231,17 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
                 returns[s_row] = (float(amount[s_row]), search.cost(s_row, top)) if legal else None
             if (step := returns[s_row]) is None:
                 continue
+            # option_key, inline: the round's most frequent option
             delta, back = mine - step[0], step[1]
-            cost = (there[0] + back[0], there[1] + back[1])
-            key = option_key(search, k, top, c, top_load - delta / top_cap, c_load + delta / c_cap, cost)
-            if key is not None:
-                out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
+            new_peak = max(top_load - delta / top_cap, c_load + delta / c_cap)
+            if new_peak >= floor:
+                continue
+            moves, moved = there[0] + back[0], there[1] + back[1]
+            swap = ((r, c, lead, True), (s_row, top, lead, True))
+            if new_peak <= fixed:
+                out.append((0.0, moves, float(moved), 2, s_row, swap))
+            else:
+                out.append((1.0, moves, moved / (top_load - new_peak), 2, s_row, swap))
     return out
 
 
