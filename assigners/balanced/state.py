@@ -355,12 +355,13 @@ class GoalSearch:
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
         touched = {int(self.slot[row]) for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
-        after = [{b: float(self.load[k][b]) for b in touched} for k in range(len(self.resources))]
+        after = [{b: load.item(b) for b in touched} for load in self.load]
         for row, slot, lead, _ in change:
-            old_slot, was_lead = int(self.slot[row]), bool(self.lead[row])
-            for k, capacity in enumerate(self.capacity):
-                after[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
-                after[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
+            i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
+            for k, capacity in enumerate(self.capacity):  # amount_as, inline: asked for every option checked
+                leader, follower = self.as_leader[k][i], self.as_follower[k][i]
+                after[k][old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
+                after[k][slot] += (leader if lead else follower) / capacity[slot]
         return after
 
     def accepted(self, k: int, after: list[dict[int, float]]) -> bool:
@@ -419,9 +420,10 @@ class GoalSearch:
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
         for k, capacity in enumerate(self.capacity):
-            self.load[k][old_slot] -= self.amount_as(k, row, was_lead) / capacity[old_slot]
-            self.load[k][slot] += self.amount_as(k, row, lead) / capacity[slot]
-            self.row_amount[k][row] = self.amount_as(k, row, lead)
+            load, leader, follower = self.load[k], self.as_leader[k][i], self.as_follower[k][i]
+            load[old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
+            load[slot] += (leader if lead else follower) / capacity[slot]
+            self.row_amount[k][row] = leader if lead else follower
         self.version[old_slot] += 1
         self.version[slot] += 1
         self.count[old_slot] -= 1
