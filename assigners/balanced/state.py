@@ -142,10 +142,6 @@ class GoalSearch:
         out: np.ndarray = self.row_amount[k][rows]
         return out
 
-    def amount_as(self, k: int, row: int, lead: bool) -> float:
-        i = int(self.part[row])
-        return float(self.as_leader[k][i] if lead else self.as_follower[k][i])
-
     def goals_met(self) -> list[bool]:
         """Per load goal: within its threshold?"""
         return [self.ratio(k) <= self.ratios[k] * (1 + 1e-9) for k in range(len(self.resources))]
@@ -358,7 +354,7 @@ class GoalSearch:
         after = [{b: load.item(b) for b in touched} for load in self.load]
         for row, slot, lead, _ in change:
             i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
-            for k, capacity in enumerate(self.capacity):  # amount_as, inline: asked for every option checked
+            for k, capacity in enumerate(self.capacity):  # the amount in each role, read inline: asked per option
                 leader, follower = self.as_leader[k][i], self.as_follower[k][i]
                 after[k][old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
                 after[k][slot] += (leader if lead else follower) / capacity[slot]
