@@ -205,6 +205,64 @@ def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], fir
         applied += 1
 
 
+def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
+    """Where no usual option is accepted and the goal is within reach: apply the best swap of one of ``top``'s
+    :data:`SCREENED_PICKS` heaviest replicas for any lighter one of the same role on a partner broker (the
+    least loaded of ``top``'s rack and of all), every such swap screened in bulk for what the earlier goals
+    accept.
+
+    The usual options take each partner's lightest replicas, blind to the
+    earlier goals; where those sit at their thresholds (disk at 1.05x, the
+    next goal's heaviest replicas also its largest), every one is refused,
+    while the swaps that leave the earlier goals where they are lie deeper
+    in the list (skewed, 50 brokers, 10k partitions, seeds 1 and 5: bytes
+    in stuck at 1.060x and 1.058x after 1.2 s of wider searches; screened,
+    met in 0.35 s, +15 and +5 moves).
+    """
+    mine = search.rows_on(top)
+    mine = mine[search.amount(k, mine) > 0]
+    if not len(mine):
+        return False
+    by_load = np.argsort(search.load[k], kind="stable")
+    mates = by_load[search.rack_of[by_load] == search.rack_of[top]]
+    nearest = [*mates[: PARTNER_BROKERS + 1].tolist(), *by_load[: PARTNER_BROKERS + 1].tolist()]
+    partners = [c for c in dict.fromkeys(nearest) if c != top]
+    options: list[Option] = []
+    for r in heaviest(search, k, mine, SCREENED_PICKS):
+        for c in partners:
+            options += _screened_swaps(search, k, r, top, c)
+    return _apply_best(search, k, top, options)
+
+
+def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> list[Option]:
+    """Swaps of ``top``'s replica ``r`` for a lighter one of the same role on ``c``: of those every earlier goal
+    accepts (:meth:`GoalSearch.accepted`, for all at once: a screen, which :func:`_apply_best` checks again
+    option by option), the :data:`CANDIDATES` leaving the lowest peak."""
+    lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
+    rows, amounts = search.by_role(k, c)[int(lead)]
+    lighter = int(amounts.searchsorted(mine, "left"))
+    rows, amounts = rows[:lighter], amounts[:lighter]
+    load, cap = search.load[k], search.capacity[k]
+    delta = mine - amounts
+    peaks = np.maximum(load[top] - delta / cap[top], load[c] + delta / cap[c])
+    kept = peaks < float(load[top]) * (1 - 1e-9)
+    for j in range(k):
+        load, cap, limit = search.load[j], search.capacity[j], search.target(j) * (1 + 1e-9)
+        delta = search.row_amount[j][rows] - float(search.row_amount[j][r])
+        new_top, new_c = load[top] + delta / cap[top], load[c] - delta / cap[c]
+        kept &= (new_top <= load[top] + 1e-12) | (new_top <= limit)
+        kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
+    rows, peaks = rows[kept], peaks[kept]
+    there, out = search.cost(r, c), list[Option]()
+    for n in lowest(peaks, CANDIDATES) if len(rows) else []:
+        s_row = int(rows[n])
+        back = search.cost(s_row, top)
+        cost = (there[0] + back[0], there[1] + back[1])
+        if (key := option_key(search, k, top, c, float(peaks[n]), float(peaks[n]), cost)) is not None:
+            out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
+    return out
+
+
 def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:
     """The ``n`` heaviest of ``rows`` (in row order) by goal ``k``'s amounts, heaviest first, ties in row
     order: a stable sort's first ``n``, without sorting a broker's tens of thousands of rows."""
@@ -282,60 +340,3 @@ def _rack_reason(search: GoalSearch, racks: list[str]) -> str:
 
 def _count(n: int) -> str:
     return "one" if n == 1 else str(n)
-
-
-def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
-    """Where no usual option is accepted and the goal is within reach: apply the best swap of one of ``top``'s
-    :data:`SCREENED_PICKS` heaviest replicas for any lighter one of the same role on a partner broker (the
-    least loaded of ``top``'s rack and of all), every such swap screened in bulk for what the earlier goals
-    accept.
-
-    The usual options take each partner's lightest replicas, blind to the
-    earlier goals; where those sit at their thresholds (disk at 1.05x, the
-    next goal's heaviest replicas also its largest), every one is refused,
-    while the swaps that leave the earlier goals where they are lie deeper
-    in the list (skewed, 50 brokers, 10k partitions, seeds 1 and 5: bytes
-    in stuck at 1.060x and 1.058x after 1.2 s of wider searches; screened,
-    met in 0.35 s, +15 and +5 moves).
-    """
-    mine = search.rows_on(top)
-    mine = mine[search.amount(k, mine) > 0]
-    if not len(mine):
-        return False
-    by_load = np.argsort(search.load[k], kind="stable")
-    mates = by_load[search.rack_of[by_load] == search.rack_of[top]]
-    nearest = [*mates[: PARTNER_BROKERS + 1].tolist(), *by_load[: PARTNER_BROKERS + 1].tolist()]
-    partners = [c for c in dict.fromkeys(nearest) if c != top]
-    options: list[Option] = []
-    for r in heaviest(search, k, mine, SCREENED_PICKS):
-        for c in partners:
-            options += _screened_swaps(search, k, r, top, c)
-    return _apply_best(search, k, top, options)
-
-
-def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> list[Option]:
-    """Swaps of ``top``'s replica ``r`` for a lighter one of the same role on ``c``: of those every earlier goal
-    accepts (:meth:`GoalSearch.accepted`, for all at once), the :data:`CANDIDATES` leaving the lowest peak."""
-    lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
-    rows, amounts = search.by_role(k, c)[int(lead)]
-    lighter = int(amounts.searchsorted(mine, "left"))
-    rows, amounts = rows[:lighter], amounts[:lighter]
-    load, cap = search.load[k], search.capacity[k]
-    delta = mine - amounts
-    peaks = np.maximum(load[top] - delta / cap[top], load[c] + delta / cap[c])
-    kept = peaks < float(load[top]) * (1 - 1e-9)
-    for j in range(k):
-        load, cap, limit = search.load[j], search.capacity[j], search.target(j) * (1 + 1e-9)
-        delta = search.row_amount[j][rows] - float(search.row_amount[j][r])
-        new_top, new_c = load[top] + delta / cap[top], load[c] - delta / cap[c]
-        kept &= (new_top <= load[top] + 1e-12) | (new_top <= limit)
-        kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
-    rows, peaks = rows[kept], peaks[kept]
-    there, out = search.cost(r, c), list[Option]()
-    for n in lowest(peaks, CANDIDATES) if len(rows) else []:
-        s_row = int(rows[n])
-        back = search.cost(s_row, top)
-        cost = (there[0] + back[0], there[1] + back[1])
-        if (key := option_key(search, k, top, c, float(peaks[n]), float(peaks[n]), cost)) is not None:
-            out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
-    return out
