@@ -64,7 +64,6 @@ def settle_and_search(
     live = partitions["current"].tolist()
     small = int(partitions["rf"].sum()) <= SMALL
     best: Plan | None = None
-    best_moves = 0
 
     fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
@@ -87,9 +86,8 @@ def settle_and_search(
         reached = _search(replicas, partitions, view, resources, options, start, widen=not first_of_two)
         if first_of_two:
             first_start, first_plain = start, (replicas, reached)
-        moves = _moves(replicas, live)
-        if best is None or (reached[1], -moves) > (best[1][1], -best_moves):  # goals in priority order
-            best, best_moves = (replicas, reached), moves
+        if best is None or (reached[1], -_moves(replicas, live)) > (best[1][1], -_moves(best[0], live)):
+            best = replicas, reached  # goals in priority order, then fewer moves
     assert best is not None
     if not small and _stuck(best[1][0]) and _stuck(first_plain[1][0]):
         best = _widen_first(first_plain, first_start, best, partitions, view, resources, options)

@@ -389,9 +389,9 @@ class GoalSearch:
             i, old, new = int(self.part[row]), int(self.brokers[self.slot[row]]), int(self.brokers[slot])
             if not may_replace(self.replicas[i], old, new, self.view) or not self.usage.room_for(i, new):
                 return False
-        after = self.loads_after(change)
+        after, peaks = self.loads_after(change), self.load.max(axis=1).tolist()
         return all(
-            value <= max(self.target(k), float(self.load[k].max())) * (1 + 1e-9)
+            value <= max(self.target(k), peaks[k]) * (1 + 1e-9)
             for k in range(len(self.resources))
             if self.bounds[k] > 0
             for value in after[k].values()
