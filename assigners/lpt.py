@@ -41,6 +41,7 @@ from assigners.model import (
     Strategy,
     StrategyOption,
     assignment_frame,
+    positions,
     replica_matrix,
 )
 from assigners.placement import Usage, keep_valid, may_replace, pop_legal, refill
@@ -218,7 +219,7 @@ def replica_loads(
     brokers = np.asarray(view.eligible, dtype=np.int64)
     weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
     part, position = np.nonzero(matrix != PAD)  # row by row: partition order, then replica order
-    where = np.searchsorted(brokers, matrix[part, position])  # eligible ids are sorted
+    where = positions(brokers, matrix[part, position])  # eligible ids are sorted
     leads = position == 0
     amount = np.where(leads, leader_load[part], follower_load[part])
     load = np.bincount(where, weights=amount, minlength=len(brokers)) / weight

@@ -32,6 +32,8 @@ from assigners.model import (
     Replicas,
     as_matrix,
     distinct_per_row,
+    id_union,
+    positions,
     row_contains,
 )
 from assigners.placement import keep_valid
@@ -120,8 +122,8 @@ def broker_table(
     """
     flat_brokers, part_idx, is_leader = _flatten(assignment)
     loads = np.where(is_leader, leader_load[part_idx], follower_load[part_idx]) if len(part_idx) else np.zeros(0)
-    ids = np.union1d(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
-    pos = np.searchsorted(ids, flat_brokers)
+    ids = id_union(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
+    pos = positions(ids, flat_brokers)
     weight = pd.Series(1.0, index=ids)
     weight.loc[brokers["broker_id"].to_numpy(dtype=np.int64)] = brokers["weight"].to_numpy(dtype=float)
     eligible = pd.Series(False, index=ids)
@@ -248,7 +250,7 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     spans = distinct_per_row(view.domain_matrix(old), on_eligible)
     required = view.required_domains_each(rf)
     needs_choice = (kept_len > rf) | (spans + (rf - kept_len) < required)
-    counts = np.bincount(np.searchsorted(eligible, old[on_eligible & ~needs_choice[:, None]]), minlength=len(eligible))
+    counts = np.bincount(positions(eligible, old[on_eligible & ~needs_choice[:, None]]), minlength=len(eligible))
     kept_total = int(kept_len[~needs_choice].sum())
     # How many stay is fixed, which ones is the plan's choice: they count as forced only, not
     # towards any broker's excess, so the bound stays a true lower bound. Without an RF decrease,
@@ -276,7 +278,7 @@ def _weighted_share(total: int, eligible: np.ndarray, view: ClusterView) -> np.n
 
 def _deficit(old: np.ndarray, share: np.ndarray, eligible: np.ndarray) -> int:
     """Replicas the brokers below the floor of their weighted share must gain: one move each."""
-    held = np.bincount(np.searchsorted(eligible, old[np.isin(old, eligible)]), minlength=len(eligible))
+    held = np.bincount(positions(eligible, old[np.isin(old, eligible)]), minlength=len(eligible))
     floor = np.floor(share + 1e-9).astype(np.int64)
     return int(np.maximum(floor - held, 0).sum())
 
@@ -303,9 +305,9 @@ def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.
     }
     # one flattening of the plan for every resource (as broker_table does per call)
     flat_brokers, part_idx, is_leader = _flatten(matrix)
-    ids = np.union1d(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
-    pos = np.searchsorted(ids, flat_brokers)
-    known = np.searchsorted(ids, brokers["broker_id"].to_numpy(dtype=np.int64))
+    ids = id_union(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
+    pos = positions(ids, flat_brokers)
+    known = positions(ids, brokers["broker_id"].to_numpy(dtype=np.int64))
     out: dict[str, float | None] = {}
     for name, (lead, follow, capacities) in resources.items():
         bound = load_lower_bound(lead, follow, rf, capacities)

