@@ -504,24 +504,26 @@ def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:
     [[3, 1], [2, -1], [-1, -1]]
     """
     n = len(replicas)
+    present = replicas if isinstance(replicas, list) else list(replicas)
     try:  # map(len) is ~4x faster than a generator; None (an empty row) makes it raise
-        lengths = np.fromiter(map(len, replicas), dtype=np.int64, count=n)
+        lengths = np.fromiter(map(len, present), dtype=np.int64, count=n)
     except TypeError:
-        lengths = np.fromiter((0 if r is None else len(r) for r in replicas), dtype=np.int64, count=n)
+        lengths = np.fromiter((0 if r is None else len(r) for r in present), dtype=np.int64, count=n)
+        present = [r for r in present if r is not None]
     width = max(width, int(lengths.max()) if n else 0, 1)
-    out = np.full((n, width), PAD, dtype=np.int64)
     total = int(lengths.sum())
-    if total:
-        present = [r for r in replicas if r is not None]
-        flat = np.concatenate(present) if isinstance(present[0], np.ndarray) else None  # Arrow's lists: 6x faster
-        if flat is not None and flat.dtype.kind in "iu":
-            flat = flat.astype(np.int64, copy=False)
-        else:  # Python lists, or a null id inside (float NaN / None), which raises here as it should
-            flat = np.fromiter(itertools.chain.from_iterable(present), dtype=np.int64, count=total)
-        if total == n * width:  # every row full (one RF): the flat values are the matrix
-            return flat.reshape(n, width)
-        starts = np.cumsum(lengths) - lengths
-        out[np.repeat(np.arange(n), lengths), np.arange(total) - np.repeat(starts, lengths)] = flat
+    if not total:
+        return np.full((n, width), PAD, dtype=np.int64)
+    flat = np.concatenate(present) if isinstance(present[0], np.ndarray) else None  # Arrow's lists: 6x faster
+    if flat is not None and flat.dtype.kind in "iu":
+        flat = flat.astype(np.int64, copy=False)
+    else:  # Python lists, or a null id inside (float NaN / None), which raises here as it should
+        flat = np.fromiter(itertools.chain.from_iterable(present), dtype=np.int64, count=total)
+    if total == n * width:  # every row full (one RF): the flat values are the matrix
+        return flat.reshape(n, width)
+    out = np.full((n, width), PAD, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    out[np.repeat(np.arange(n), lengths), np.arange(total) - np.repeat(starts, lengths)] = flat
     return out
 
 

@@ -44,22 +44,27 @@ class LedHere:
         self.holds[search.part[search.rows_on(top)]] = True
         self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._away: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None
+        self._away: list[tuple[np.ndarray, np.ndarray, list[int]]] | None = None
 
     def moved_away(self, c: int) -> tuple[Pairs, ...]:
         """Per role (follower, leader), the rows the plan moved away from ``top`` that sit on broker slot
         ``c`` and whose partition ``top`` no longer holds, in row order, with their amounts of goal ``k``
-        (a swap sending one back undoes a move). The rows moved away are split by role once per round,
-        which each partner then only filters by its slot."""
+        (a swap sending one back undoes a move). Grouped by slot once per round: each partner then takes
+        its slice (filtering the rows per partner cost a round more than listing its swaps)."""
         if self._away is None:
             search = self.search
             away = search.moved_from(self.top)
             away = away[~self.holds[search.part[away]]]
             leads, amounts, slots = search.lead[away], search.amount(self.k, away), search.slot[away]
-            self._away = tuple(
-                (away[leads == role], amounts[leads == role], slots[leads == role]) for role in (False, True)
-            )
-        return tuple((rows[slots == c], amounts[slots == c]) for rows, amounts, slots in self._away)
+            self._away = []
+            for role in (False, True):
+                order = np.argsort(slots[leads == role], kind="stable")  # stable: each slot's rows in row order
+                on = slots[leads == role][order]
+                ends = np.searchsorted(on, np.arange(len(search.brokers) + 1)).tolist()
+                self._away.append((away[leads == role][order], amounts[leads == role][order], ends))
+        return tuple(
+            (rows[ends[c] : ends[c + 1]], amounts[ends[c] : ends[c + 1]]) for rows, amounts, ends in self._away
+        )
 
     def leads(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on."""
