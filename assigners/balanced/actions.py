@@ -17,6 +17,7 @@ import itertools
 import numpy as np
 
 from assigners.balanced.state import Change, GoalSearch
+from assigners.model import argsort_small
 
 # An action with its sort key: (not fixing the goal, replica moves it adds (negative: it undoes some),
 # bytes moved (per gain when not fixing), kind, tie-break)
@@ -58,7 +59,7 @@ class LedHere:
             leads, amounts, slots = search.lead[away], search.amount(self.k, away), search.slot[away]
             self._away = []
             for role in (False, True):
-                order = np.argsort(slots[leads == role], kind="stable")  # stable: each slot's rows in row order
+                order = argsort_small(slots[leads == role])  # stable: each slot's rows in row order
                 on = slots[leads == role][order]
                 ends = np.searchsorted(on, np.arange(len(search.brokers) + 1)).tolist()
                 self._away.append((away[leads == role][order], amounts[leads == role][order], ends))

@@ -136,6 +136,7 @@ class GoalSearch:
         self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
+        self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -204,9 +205,12 @@ class GoalSearch:
             ends = np.searchsorted(slots[order], np.arange(len(self.brokers) + 1))
             self._live_rows = (part[order], ends)
         parts, ends = self._live_rows
-        mine = parts[ends[slot] : ends[slot + 1]]
-        starts, lengths = self.first_row[mine], self.first_row[mine + 1] - self.first_row[mine]
-        rows: np.ndarray = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        rows = self._live_rows_of.get(slot)
+        if rows is None:
+            mine = parts[ends[slot] : ends[slot + 1]]
+            starts, lengths = self.first_row[mine], self.first_row[mine + 1] - self.first_row[mine]
+            rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+            self._live_rows_of[slot] = rows
         return rows
 
     def holding_moved_from(self, slot: int) -> list[int]:
