@@ -137,6 +137,7 @@ class GoalSearch:
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
         self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
+        self._required_of: dict[int, int] = {}  # see _needs
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -343,14 +344,32 @@ class GoalSearch:
         return [(topic, a, b) for a in live - now for b in now - live]
 
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
-        """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?"""
-        old, new = int(self.brokers[old_slot]), int(self.brokers[new_slot])
+        """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?
+
+        :func:`assigners.placement.may_replace` and :meth:`moves_of` inline:
+        a round asks thousands of new (replica, broker) pairs, and building
+        their lists and tuples cost more than the rules.
+        """
+        old, new = self.broker_ids[old_slot], self.broker_ids[new_slot]
         if self.landing is not None and new not in self.landing and new not in self.live[i]:
             return False
-        if not may_replace(reps, old, new, self.view) or not self.usage.room_for(i, new):
+        if new in reps:
             return False
+        domain_of = self.view.domain_of
         after = [new if b == old else b for b in reps]
-        return not any(self.moved[(t, b, a)] for t, a, b in self.moves_of(i, after))
+        if len({domain_of[b] for b in after}) < self._needs(len(reps)) or not self.usage.room_for(i, new):
+            return False
+        live, now = self.since[i], set(after)
+        counts, span, base = self.moved.counts, self.moved.span, int(self.topic[i]) * self.moved.span
+        # a move a -> b of this partition beside one b -> a of its topic: (topic, b, a) as PairCounts keys it
+        return not any(counts.get((base + b) * span + a, 0) for a in live - now for b in now - live)
+
+    def _needs(self, replicas: int) -> int:
+        """:meth:`ClusterView.required_domains`, kept per replica count."""
+        known = self._required_of.get(replicas)
+        if known is None:
+            known = self._required_of[replicas] = self.view.required_domains(replicas)
+        return known
 
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
