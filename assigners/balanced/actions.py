@@ -45,7 +45,7 @@ class LedHere:
         self.holds[search.part[search.rows_on(top)]] = True
         self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._away: list[tuple[np.ndarray, np.ndarray, list[int]]] | None = None
+        self._away: tuple[np.ndarray, np.ndarray, list[int]] | None = None
 
     def moved_away(self, c: int) -> tuple[Pairs, ...]:
         """Per role (follower, leader), the rows the plan moved away from ``top`` that sit on broker slot
@@ -56,16 +56,12 @@ class LedHere:
             search = self.search
             away = search.moved_from(self.top)
             away = away[~self.holds[search.part[away]]]
-            leads, amounts, slots = search.lead[away], search.amount(self.k, away), search.slot[away]
-            self._away = []
-            for role in (False, True):
-                order = argsort_small(slots[leads == role])  # stable: each slot's rows in row order
-                on = slots[leads == role][order]
-                ends = np.searchsorted(on, np.arange(len(search.brokers) + 1)).tolist()
-                self._away.append((away[leads == role][order], amounts[leads == role][order], ends))
-        return tuple(
-            (rows[ends[c] : ends[c + 1]], amounts[ends[c] : ends[c + 1]]) for rows, amounts, ends in self._away
-        )
+            key = search.slot[away] * 2 + search.lead[away]  # by slot, then role
+            order = argsort_small(key)  # stable: each slot's rows of a role in row order
+            ends = np.searchsorted(key[order], np.arange(2 * len(search.brokers) + 1)).tolist()
+            self._away = (away[order], search.amount(self.k, away[order]), ends)
+        rows, amounts, ends = self._away
+        return tuple((rows[ends[at] : ends[at + 1]], amounts[ends[at] : ends[at + 1]]) for at in (2 * c, 2 * c + 1))
 
     def leads(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on."""
