@@ -368,8 +368,9 @@ def test_cores_pins_and_a_move_budget_end_to_end_then_the_next_snapshot_keeps_co
 
 
 # The output rows of a fixed fleet, every strategy: a refactor keeps them byte for byte. A change to a
-# strategy on purpose changes them: then print the new digests (pytest -s) and replace these.
-OUTPUT_DIGESTS = {"balanced": "8441f63846b65e4d", "sticky": "48dc78767c1315a8"}
+# strategy on purpose changes them: then print the new digests (pytest -s) and replace these. (balanced, last:
+# the screened swaps take cluster-1's disk goal, still unmet, from 1.133x to 1.122x with 76 moves for 66)
+OUTPUT_DIGESTS = {"balanced": "42e5cfc4da5f0d99", "sticky": "48dc78767c1315a8"}
 RUN_TIME_COLUMNS = {"started_at", "finished_at"}
 
 
