@@ -338,15 +338,10 @@ class GoalSearch:
         placed = (i, int(self.brokers[self.slot[row]])) in self.twice
         return not placed or int(self.brokers[slot]) in self.live[i]
 
-    def moves_of(self, i: int, reps: list[int]) -> list[tuple[int, int, int]]:
-        """(topic, from, to) of partition ``i`` going from its live layout to ``reps``."""
-        live, now, topic = self.since[i], set(reps), int(self.topic[i])
-        return [(topic, a, b) for a in live - now for b in now - live]
-
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
         """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?
 
-        :func:`assigners.placement.may_replace` and :meth:`moves_of` inline:
+        :func:`assigners.placement.may_replace` and the topic's pairs inline:
         a round asks thousands of new (replica, broker) pairs, and building
         their lists and tuples cost more than the rules.
         """
@@ -455,9 +450,9 @@ class GoalSearch:
             self._steps.pop(int(self.topic[i]), None)
             for b in self.live[i]:  # only the brokers partition i is live on see its rows as moved away
                 self._moved_from.pop(self.slots.get(b, -1), None)
-            self.moved.subtract(self.moves_of(i, reps))
+            self._count_moves(i, reps, -1)
             reps[reps.index(old)] = new
-            self.moved.update(self.moves_of(i, reps))
+            self._count_moves(i, reps, +1)
             self.usage.remove(i, old)
             self.usage.add(i, new)
             self.moved_in[row] = new not in self.live[i]
@@ -472,6 +467,17 @@ class GoalSearch:
             self._rows[slot] = _with(self._rows[slot], int(self._rows[slot].searchsorted(row)), row)
         self.slot[row], self.lead[row] = slot, lead
         self._reorder(ordered, row, (old_slot, was_lead, old_amount))
+
+    def _count_moves(self, i: int, reps: list[int], by: int) -> None:
+        """Partition ``i``'s (topic, from, to) pairs at ``reps`` against the live layout (each broker it left
+        with each it joined), added to the topic's move counts ``by`` times (PairCounts' keys, inline)."""
+        live, now = self.since[i], set(reps)
+        counts, span = self.moved.counts, self.moved.span
+        base = int(self.topic[i]) * span
+        for a in live - now:
+            for b in now - live:
+                key = (base + a) * span + b
+                counts[key] = counts.get(key, 0) + by
 
     def _still_ordered(self, *slots: int) -> dict[int, Roles]:
         """The :meth:`by_role` orders of ``slots`` that are up to date (before a step changes them)."""
@@ -493,8 +499,11 @@ class GoalSearch:
 
 def _at(rows: np.ndarray, amounts: np.ndarray, row: int, amount: float) -> int:
     """Where (amount, row) sits in arrays ascending by amount, then row."""
-    low, high = amounts.searchsorted(amount, "left"), amounts.searchsorted(amount, "right")
-    return int(low + rows[low:high].searchsorted(row))
+    at = int(amounts.searchsorted(amount, "left"))
+    if at < len(amounts) and amounts.item(at) == amount and rows.item(at) < row:
+        # past rows tied on the amount: placed by row among them (most amounts are no tie: one search)
+        at += int(rows[at : int(amounts.searchsorted(amount, "right"))].searchsorted(row))
+    return at
 
 
 def _sorted_without(roles: Roles, role: bool, row: int, amount: float) -> Roles:
