@@ -17,13 +17,16 @@ from typing import NoReturn
 import numpy as np
 
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
-from assigners.model import PAD, ClusterView, pad_to, positions, replica_matrix, row_contains
+from assigners.model import PAD, ClusterView, id_union, pad_to, positions, replica_matrix, row_contains
 
 
 class Usage:
     """Replicas and bytes per eligible broker, against its caps."""
 
-    def __init__(self, assignment: list[list[int]], sizes: np.ndarray, view: ClusterView) -> None:
+    def __init__(
+        self, assignment: list[list[int]], sizes: np.ndarray, view: ClusterView, matrix: np.ndarray | None = None
+    ) -> None:
+        """``matrix``: the assignment's replica matrix, where the caller has it already."""
         self.view = view
         self.sizes = sizes.tolist()
         self.sizes_array = np.asarray(sizes, dtype=np.int64)
@@ -32,9 +35,11 @@ class Usage:
         if not any(assignment):
             return
         # one numpy pass instead of an add() per replica; int64 sums keep byte counts exact
-        matrix = replica_matrix(assignment)
+        matrix = replica_matrix(assignment) if matrix is None else matrix
         part, position = np.nonzero(matrix != PAD)
-        ids, slot = np.unique(matrix[part, position], return_inverse=True)
+        held = matrix[part, position]
+        ids = id_union(np.asarray(view.eligible, dtype=np.int64), held)
+        slot = positions(ids, held)
         counts = np.bincount(slot, minlength=len(ids))
         disk = np.zeros(len(ids), dtype=np.int64)
         np.add.at(disk, slot, np.asarray(sizes, dtype=np.int64)[part])

@@ -83,11 +83,11 @@ class GoalSearch:
         self.required = view.required_domains_each(self.rf)  # racks each partition must span
         self.spans_every_rack = self.required >= view.n_domains
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
-        self.usage = Usage(replicas, self.sizes, view)
+        matrix = replica_matrix(replicas)
+        self.usage = Usage(replicas, self.sizes, view, matrix)
         self.bounds = [goal_bound(r, self.rf) for r in resources]
         self.ratios = [options.balanced_ratio(r.name) for r in resources]  # each goal's threshold
         self.slack = [options.balanced_slack(False), options.balanced_slack(True)]  # replicas, leaders
-        matrix = replica_matrix(replicas)
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, positions(self.brokers, matrix[part, position])
         self.lead = position == 0
