@@ -311,13 +311,20 @@ def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: set[int]) -
 
 
 def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndarray) -> set[tuple[int, int, int]]:
-    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins."""
-    out: set[tuple[int, int, int]] = set()
-    for t, old, new in zip(topics.tolist(), before, after):
-        if old != new:
-            gone, joined = set(old) - set(new), set(new) - set(old)
-            out.update((t, a, b) for a in gone for b in joined)
-    return out
+    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins.
+
+    On the replica matrices, as :func:`topic_move_counts` names them: a set
+    per changed partition cost twice as much (10k partitions, 5k changed).
+    """
+    was, now = replica_matrix(before), replica_matrix(after)
+    width = max(was.shape[1], now.shape[1])
+    was, now = pad_to(was, width), pad_to(now, width)
+    gone = (was != PAD) & ~row_contains(was, now)
+    joined = (now != PAD) & ~row_contains(now, was)
+    rows = np.flatnonzero(gone.any(axis=1) & joined.any(axis=1))
+    r, j, k = np.nonzero(gone[rows][:, :, None] & joined[rows][:, None, :])
+    t = np.asarray(topics, dtype=np.int64)[rows[r]]
+    return set(zip(t.tolist(), was[rows[r], j].tolist(), now[rows[r], k].tolist()))
 
 
 Pair = tuple[int, int, int]  # (topic, from broker, to broker)

@@ -469,6 +469,7 @@ def test_property_topic_move_counts_name_the_pairs_topic_moves_names(layouts, sh
         for b in set(now) - set(was)
     )
     assert all(counts[pair] == n for pair, n in expected.items())
+    assert topic_moves(before, after, topics) == set(expected)  # the set, against the plain definition
     assert counts[(0, 9, 9)] == 0  # a pair no move names
 
 
