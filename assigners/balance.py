@@ -14,7 +14,16 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, ClusterView, argsort_small, pad_to, replica_matrix, topic_codes
+from assigners.model import (
+    PAD,
+    ClusterView,
+    argsort_small,
+    broker_codes,
+    pad_to,
+    positions,
+    replica_matrix,
+    topic_codes,
+)
 from assigners.placement import PairCounts, Usage, evict_over_capacity, refill, topic_move_counts
 
 
@@ -27,9 +36,7 @@ def _domain_bits(view: ClusterView) -> dict[int, int]:
 def _other_domains(matrix: np.ndarray, bit: dict[int, int]) -> np.ndarray:
     """Per replica, the OR of the domain bits of its partition's other replicas (unknown brokers: no bit)."""
     known = np.array(sorted(bit), dtype=np.int64)
-    slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
-    bit_of = np.array([bit[b] for b in known.tolist()], dtype=np.int64)
-    bits = np.where((matrix != PAD) & (known[slot] == matrix), bit_of[slot], 0)
+    bits = broker_codes(matrix, known, np.array([bit[b] for b in known.tolist()], dtype=np.int64), 0)
     masks = np.zeros_like(bits)
     for pos in range(matrix.shape[1]):
         for other in range(matrix.shape[1]):
@@ -470,7 +477,7 @@ class _Bulk:
     def keys(self, t: np.ndarray, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
         """(topic, a, b) triples as one int64 each (brokers by their rank among the ids known here)."""
         n = len(self.ids)
-        out: np.ndarray = (t * n + np.searchsorted(self.ids, a)) * n + np.searchsorted(self.ids, b)
+        out: np.ndarray = (t * n + positions(self.ids, a)) * n + positions(self.ids, b)
         return out
 
     def cells(self, broker: int) -> tuple[np.ndarray, np.ndarray]:

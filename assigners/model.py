@@ -561,7 +561,7 @@ def row_contains(matrix: np.ndarray, values: np.ndarray) -> np.ndarray:
     return out
 
 
-def positions(ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+def positions(ids: np.ndarray, values: np.ndarray | int) -> np.ndarray:
     """``np.searchsorted(ids, values)`` for sorted, unique ``ids``: broker ids are small non-negative ints, and
     where ``ids`` hold every one of ``values`` a table of them answers ~40x faster than a binary search per
     replica (10k x 3 replicas over 50 brokers: 0.67 -> 0.02 ms)."""
