@@ -316,15 +316,20 @@ def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndar
     On the replica matrices, as :func:`topic_move_counts` names them: a set
     per changed partition cost twice as much (10k partitions, 5k changed).
     """
-    was, now = replica_matrix(before), replica_matrix(after)
-    width = max(was.shape[1], now.shape[1])
-    was, now = pad_to(was, width), pad_to(now, width)
+    t, a, b = _move_pairs(replica_matrix(after), replica_matrix(before), np.asarray(topics, dtype=np.int64))
+    return set(zip(t.tolist(), a.tolist(), b.tolist()))
+
+
+def _move_pairs(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(topic, from, to) as three arrays, one entry per broker a partition leaves and broker it joins going
+    from ``was`` to ``now`` (replica matrices)."""
+    width = max(now.shape[1], was.shape[1])
+    now, was = pad_to(now, width), pad_to(was, width)
     gone = (was != PAD) & ~row_contains(was, now)
     joined = (now != PAD) & ~row_contains(now, was)
     rows = np.flatnonzero(gone.any(axis=1) & joined.any(axis=1))
     r, j, k = np.nonzero(gone[rows][:, :, None] & joined[rows][:, None, :])
-    t = np.asarray(topics, dtype=np.int64)[rows[r]]
-    return set(zip(t.tolist(), was[rows[r], j].tolist(), now[rows[r], k].tolist()))
+    return topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
 
 
 Pair = tuple[int, int, int]  # (topic, from broker, to broker)
@@ -369,13 +374,7 @@ def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray, span:
     """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
     broker a partition leaves with each broker it joins, as :func:`topic_moves` names them. ``span``: above
     every broker id the counts will be asked about (the eligible brokers', and these matrices')."""
-    width = max(now.shape[1], was.shape[1])
-    now, was = pad_to(now, width), pad_to(was, width)
-    gone = (was != PAD) & ~row_contains(was, now)
-    new = (now != PAD) & ~row_contains(now, was)
-    rows = np.flatnonzero(gone.any(axis=1) & new.any(axis=1))
-    r, j, k = np.nonzero(gone[rows][:, :, None] & new[rows][:, None, :])
-    t, a, b = topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
+    t, a, b = _move_pairs(now, was, topic)
     span = max(span, int(max(was.max(initial=0), now.max(initial=0))) + 1)
     keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
     return PairCounts(span, dict(zip(keys.tolist(), counts.tolist())))
