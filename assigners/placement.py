@@ -364,6 +364,20 @@ class PairCounts:
             key = self._key(pair)
             self.counts[key] = self.counts.get(key, 0) - 1
 
+    def count_between(self, topic: int, froms: Iterable[int], tos: Iterable[int], by: int) -> None:
+        """Add ``by`` to (topic, a, b) for every a of ``froms`` and b of ``tos`` (a partition's pairs at once,
+        keyed inline: the goal search counts two per step)."""
+        base, span = topic * self.span, self.span
+        for a in froms:
+            for b in tos:
+                key = (base + a) * span + b
+                self.counts[key] = self.counts.get(key, 0) + by
+
+    def any_between(self, topic: int, froms: Iterable[int], tos: Iterable[int]) -> bool:
+        """Does any (topic, a, b) for a of ``froms`` and b of ``tos`` have a count?"""
+        base, span, counts = topic * self.span, self.span, self.counts
+        return any(counts.get((base + a) * span + b, 0) for a in froms for b in tos)
+
     def named(self) -> np.ndarray:
         """The pairs with a positive count, as rows (topic, from, to), in no particular order."""
         keys = np.fromiter((k for k, n in self.counts.items() if n > 0), dtype=np.int64)

@@ -357,9 +357,8 @@ class GoalSearch:
         if len({domain_of[b] for b in after}) < self._needs(len(reps)) or not self.usage.room_for(i, new):
             return False
         live, now = self.since[i], set(after)
-        counts, span, base = self.moved.counts, self.moved.span, int(self.topic[i]) * self.moved.span
-        # a move a -> b of this partition beside one b -> a of its topic: (topic, b, a) as PairCounts keys it
-        return not any(counts.get((base + b) * span + a, 0) for a in live - now for b in now - live)
+        # a move a -> b of this partition (a left, b joined) beside one b -> a of its topic
+        return not self.moved.any_between(int(self.topic[i]), now - live, live - now)
 
     def _needs(self, replicas: int) -> int:
         """:meth:`ClusterView.required_domains`, kept per replica count."""
@@ -481,14 +480,9 @@ class GoalSearch:
 
     def _count_moves(self, i: int, reps: list[int], by: int) -> None:
         """Partition ``i``'s (topic, from, to) pairs at ``reps`` against the live layout (each broker it left
-        with each it joined), added to the topic's move counts ``by`` times (PairCounts' keys, inline)."""
+        with each it joined), added to the topic's move counts ``by`` times."""
         live, now = self.since[i], set(reps)
-        counts, span = self.moved.counts, self.moved.span
-        base = int(self.topic[i]) * span
-        for a in live - now:
-            for b in now - live:
-                key = (base + a) * span + b
-                counts[key] = counts.get(key, 0) + by
+        self.moved.count_between(int(self.topic[i]), live - now, now - live, by)
 
     def _still_ordered(self, *slots: int) -> dict[int, Roles]:
         """The :meth:`by_role` orders of ``slots`` that are up to date (before a step changes them)."""
