@@ -55,7 +55,7 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
             ):
                 continue
             if reachable is None:
-                reachable = search.rack_floor(resource.follower, resource.capacity)[1] <= search.target(k) * (1 + 1e-9)
+                reachable = _rack_floor_above_target(search, k) is None
             if free or not reachable or not improve_screened(search, k, top):
                 break
     return goal_note(search, resource)
@@ -70,8 +70,8 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     top = int(np.argmax(search.load[k]))
     where = f"broker {int(search.brokers[top])} at {search.ratio(k):.3f}x the lower bound"
     threshold = f"threshold {search.ratios[k]:g}"
-    racks, floor = search.rack_floor(resource.follower, resource.capacity)
-    if floor > search.target(k) * (1 + 1e-9):
+    if (held := _rack_floor_above_target(search, k)) is not None:
+        racks, floor = held
         return (
             f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.3f}x "
             f"the lower bound per unit of capacity ({threshold}); {where}"
@@ -83,6 +83,14 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
         f"{resource.name} {NOT_MET}: {where} ({threshold}){hot}; no legal action lowers it without "
         "breaking an earlier goal"
     )
+
+
+def _rack_floor_above_target(search: GoalSearch, k: int) -> tuple[list[str], float] | None:
+    """The racks and the load per unit of capacity that the rack rule alone forces on them, where that is above
+    goal ``k``'s threshold (:meth:`GoalSearch.rack_floor`); None: the rule leaves the goal within reach."""
+    resource = search.resources[k]
+    racks, floor = search.rack_floor(resource.follower, resource.capacity)
+    return (racks, floor) if floor > search.target(k) * (1 + 1e-9) else None
 
 
 def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int = 1, rack_mates: bool = False) -> bool:
@@ -244,21 +252,21 @@ def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> lis
     rows, amounts = rows[:lighter], amounts[:lighter]
     load, cap = search.load[k], search.capacity[k]
     delta = mine - amounts
-    peaks = np.maximum(load[top] - delta / cap[top], load[c] + delta / cap[c])
-    kept = peaks < float(load[top]) * (1 - 1e-9)
+    after_top, after_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
+    kept = np.maximum(after_top, after_c) < float(load[top]) * (1 - 1e-9)
     for j in range(k):
         load, cap, limit = search.load[j], search.capacity[j], search.target(j) * (1 + 1e-9)
         delta = search.row_amount[j][rows] - float(search.row_amount[j][r])
         new_top, new_c = load[top] + delta / cap[top], load[c] - delta / cap[c]
         kept &= (new_top <= load[top] + 1e-12) | (new_top <= limit)
         kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
-    rows, peaks = rows[kept], peaks[kept]
+    rows, after_top, after_c = rows[kept], after_top[kept], after_c[kept]
     there, out = search.cost(r, c), list[Option]()
-    for n in lowest(peaks, CANDIDATES) if len(rows) else []:
+    for n in lowest(np.maximum(after_top, after_c), CANDIDATES) if len(rows) else []:
         s_row = int(rows[n])
         back = search.cost(s_row, top)
         cost = (there[0] + back[0], there[1] + back[1])
-        if (key := option_key(search, k, top, c, float(peaks[n]), float(peaks[n]), cost)) is not None:
+        if (key := option_key(search, k, top, c, float(after_top[n]), float(after_c[n]), cost)) is not None:
             out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
     return out
 
