@@ -24,11 +24,12 @@ from assigners.model import argsort_small
 Option = tuple[float, int, float, int, int, Change]
 # A partner broker of one round: its slot; per role (follower, leader) its replica rows and their amounts of the
 # goal, ascending by amount (then row); per role, those the plan moved away from the round's top broker
-# (swapping one back undoes a move) in row order, with their amounts; and per row asked about, the row's
-# step onto the top broker as a swap's return (its amount and cost; None: a rule forbids it)
+# (swapping one back undoes a move) in row order, with their amounts, as lists (a few each, filtered per
+# replica of top); and per row asked about, the row's step onto the top broker as a swap's return (its
+# amount and cost; None: a rule forbids it)
 Pairs = tuple[np.ndarray, np.ndarray]
 Returns = dict[int, tuple[float, tuple[int, int]] | None]
-Held = tuple[int, tuple[Pairs, ...], tuple[Pairs, ...], Returns]
+Held = tuple[int, tuple[Pairs, ...], tuple[tuple[list[int], list[float]], ...], Returns]
 
 CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
@@ -217,16 +218,17 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
         c_load, c_cap = float(search.load[k][c]), search.capacity[k][c]
-        key = option_key(search, k, top, c, top_load - mine / top_cap, c_load + mine / c_cap, there)
-        if key is not None and search.counts_allow_move(r, c, lead):
-            out.append((*key, 1, c, ((r, c, lead, True),)))
+        if search.counts_allow_move(r, c, lead):  # seldom, once the counts are even: asked first
+            key = option_key(search, k, top, c, top_load - mine / top_cap, c_load + mine / c_cap, there)
+            if key is not None:
+                out.append((*key, 1, c, ((r, c, lead, True),)))
         rows, amounts = by_role[int(lead)]
         lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
         if not lighter:
             continue
-        best = _lowest_peaks(rows[:lighter], amounts[:lighter], mine, top_load, top_cap, c_load, c_cap)
+        best = _lowest_peaks(rows, amounts, lighter, mine, (top_load, top_cap, c_load, c_cap))
         back_rows, back_amounts = from_top[int(lead)]
-        homeward = back_rows[back_amounts < mine][:CANDIDATES].tolist() if len(back_rows) else []
+        homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
         for s_row in dict.fromkeys([*best, *homeward]):
             if s_row not in returns:  # the same few return steps serve every replica of top a round tries
                 legal = search.may_step(s_row, top)
@@ -248,10 +250,11 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
 
 
 def _lowest_peaks(
-    rows: np.ndarray, amounts: np.ndarray, mine: float, top_load: float, top_cap: float, c_load: float, c_cap: float
+    rows: np.ndarray, amounts: np.ndarray, lighter: int, mine: float, loads: tuple[float, float, float, float]
 ) -> list[int]:
-    """The rows of the :data:`CANDIDATES` swaps with the lowest peak of the two brokers' loads after, ties
-    in row order; ``amounts`` ascending.
+    """Of the first ``lighter`` rows, those of the :data:`CANDIDATES` swaps with the lowest peak of the two
+    brokers' loads after (``loads``: the top broker's and the partner's, each with its capacity), ties in row
+    order; ``amounts`` ascending.
 
     The peak is the larger of a load rising and one falling with the
     amount swapped back, so along ascending amounts it falls, then rises:
@@ -259,22 +262,23 @@ def _lowest_peaks(
     grows until both its ends are on their slopes and above the lowest
     ones, so the result is the one a full sort gives.
     """
+    top_load, top_cap, c_load, c_cap = loads
     cross = mine - (top_load - c_load) / (1 / top_cap + 1 / c_cap)
-    middle = int(amounts.searchsorted(cross))
-    if middle in (0, len(rows)):  # every lighter replica on one slope (three swaps in four on the 10k bench)
-        slope = _on_one_slope(rows, amounts, mine, (top_load, top_cap, c_load, c_cap), rising=middle == 0)
+    middle = min(int(amounts.searchsorted(cross)), lighter)  # within the first ``lighter``, as they ascend
+    if middle in (0, lighter):  # every lighter replica on one slope (three swaps in four on the 10k bench)
+        slope = _on_one_slope(rows, amounts, lighter, mine, loads, rising=middle == 0)
         if slope is not None:
             return slope
     width = 2 * CANDIDATES
     while True:
-        lo, hi = max(0, middle - width), min(len(rows), middle + width)
+        lo, hi = max(0, middle - width), min(lighter, middle + width)
         delta = mine - amounts[lo:hi]
         new_top, new_c = top_load - delta / top_cap, c_load + delta / c_cap
         peaks = np.maximum(new_top, new_c)
         order = np.lexsort((rows[lo:hi], peaks))[:CANDIDATES]
         kth = peaks[order[-1]]
         left_ok = lo == 0 or (new_c[0] >= new_top[0] and peaks[0] > kth)
-        right_ok = hi == len(rows) or (new_top[-1] >= new_c[-1] and peaks[-1] > kth)
+        right_ok = hi == lighter or (new_top[-1] >= new_c[-1] and peaks[-1] > kth)
         if left_ok and right_ok:
             picked: list[int] = rows[lo + order].tolist()
             return picked
@@ -282,14 +286,19 @@ def _lowest_peaks(
 
 
 def _on_one_slope(
-    rows: np.ndarray, amounts: np.ndarray, mine: float, loads: tuple[float, float, float, float], rising: bool
+    rows: np.ndarray,
+    amounts: np.ndarray,
+    lighter: int,
+    mine: float,
+    loads: tuple[float, float, float, float],
+    rising: bool,
 ) -> list[int] | None:
     """:func:`_lowest_peaks` where every peak lies on one slope: rising (the top broker's load decides it), the
     first rows, or falling (the partner's), the last rows, heaviest first; from a few peaks in plain floats.
     None where a tie among them (or the slope's end) leaves the order to the full ranking."""
     top_load, top_cap, c_load, c_cap = loads
-    n = min(len(rows), CANDIDATES + 1)
-    ends = (amounts[:n] if rising else amounts[len(amounts) - n :][::-1]).tolist()
+    n = min(lighter, CANDIDATES + 1)
+    ends = (amounts[:n] if rising else amounts[lighter - n : lighter][::-1]).tolist()
     peaks = []
     for amount in ends:
         new_top, new_c = top_load - (mine - amount) / top_cap, c_load + (mine - amount) / c_cap
@@ -298,10 +307,11 @@ def _on_one_slope(
         peaks.append(new_top if rising else new_c)
     if any(a >= b for a, b in itertools.pairwise(peaks)):
         return None
-    picked: list[int] = (rows[:n] if rising else rows[len(rows) - n :][::-1]).tolist()
+    picked: list[int] = (rows[:n] if rising else rows[lighter - n : lighter][::-1]).tolist()
     return picked[:CANDIDATES]
 
 
 def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
-    return c, search.by_role(k, c), led_here.moved_away(c), {}
+    away = tuple((rows.tolist(), amounts.tolist()) for rows, amounts in led_here.moved_away(c))
+    return c, search.by_role(k, c), away, {}

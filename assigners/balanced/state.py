@@ -130,9 +130,16 @@ class GoalSearch:
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
-        # may_step's answers per topic, (row, slot) -> (answer, the slot's version for a capped slot, else 0)
-        self._steps: dict[int, dict[tuple[int, int], tuple[bool, int]]] = {}
+        # may_step's answers, row x slots + slot -> (answer, the slot's version for a capped slot (else 0), how
+        # often a replica of the row's topic had moved): one flat dict, invalidated by counting, not by popping
+        self._steps: dict[int, tuple[bool, int, int]] = {}
+        self._slot_count = len(self.brokers)
+        self._topic_moved = [0] * (int(self.topic.max(initial=-1)) + 1)
         self._row_topic = self.topic[self.part]  # each row's topic
+        # per row as lists, for the scalar rules a round asks thousands of times (a list item costs a
+        # fraction of a numpy scalar's); the slots are kept in step with ``slot`` by set_row
+        self._part_of, self._topic_of = self.part.tolist(), self._row_topic.tolist()
+        self._slot_of = self.slot.tolist()
         self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
@@ -284,9 +291,9 @@ class GoalSearch:
     def cost(self, row: int, slot: int) -> tuple[int, int]:
         """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
         onto a broker that does not hold the partition live adds one, back onto one that does saves one."""
-        i = int(self.part[row])
+        i = self._part_of[row]
         live, ids = self.live[i], self.broker_ids
-        moves = int(ids[slot] not in live) - int(ids[self.slot[row]] not in live)
+        moves = int(ids[slot] not in live) - int(ids[self._slot_of[row]] not in live)
         return moves, moves * self.usage.sizes[i]
 
     def legal(self, change: Change) -> bool:
@@ -300,13 +307,13 @@ class GoalSearch:
             r, c, lead, _ = change[0]
             if not self.counts_allow_move(r, c, lead):
                 return False
-        elif self.topic[self.part[change[0][0]]] == self.topic[self.part[change[1][0]]]:
+        elif self._topic_of[change[0][0]] == self._topic_of[change[1][0]]:
             return False  # a swap of two replicas of one topic would move it A->B and B->A
         return all(self.may_step(row, slot) for row, slot, _, _ in change)
 
     def counts_allow_move(self, row: int, slot: int, lead: bool) -> bool:
         """May ``row`` move to broker ``slot`` (leading there if ``lead``) with the counts kept in their bands?"""
-        top = int(self.slot[row])
+        top = self._slot_of[row]
         if not (self.count_ok(self.count, 0, top, -1) and self.count_ok(self.count, 0, slot, +1)):
             return False
         return not lead or (self.count_ok(self.leaders, 1, top, -1) and self.count_ok(self.leaders, 1, slot, +1))
@@ -323,22 +330,18 @@ class GoalSearch:
         7 answers of 10 are found kept).
         """
         stamp = int(self.version[slot]) if slot in self._capped else 0
-        topic = int(self._row_topic[row])
-        cache = self._steps.get(topic)
-        if cache is None:
-            cache = self._steps[topic] = {}
-        known = cache.get((row, slot))
-        if known is None or known[1] != stamp:
-            i = int(self.part[row])
-            answer = self.may_go(row, slot) and self.may_enter(i, int(self.slot[row]), slot, self.replicas[i])
-            known = cache[(row, slot)] = (answer, stamp)
+        key, generation = row * self._slot_count + slot, self._topic_moved[self._topic_of[row]]
+        known = self._steps.get(key)
+        if known is None or known[1] != stamp or known[2] != generation:
+            i = self._part_of[row]
+            answer = self.may_go(row, slot) and self.may_enter(i, self._slot_of[row], slot, self.replicas[i])
+            known = self._steps[key] = (answer, stamp, generation)
         return known[0]
 
     def may_go(self, row: int, slot: int) -> bool:
         """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
-        i = int(self.part[row])
-        placed = (i, int(self.brokers[self.slot[row]])) in self.twice
-        return not placed or int(self.brokers[slot]) in self.live[i]
+        i, ids = self._part_of[row], self.broker_ids
+        return (i, ids[self._slot_of[row]]) not in self.twice or ids[slot] in self.live[i]
 
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
         """May partition ``i``'s replica on ``old_slot`` move to ``new_slot``: racks, room, and no topic pair?
@@ -369,10 +372,11 @@ class GoalSearch:
 
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
-        touched = {int(self.slot[row]) for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
+        slot_of = self._slot_of
+        touched = {slot_of[row] for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
         after = [{b: load.item(b) for b in touched} for load in self.load]
         for row, slot, lead, _ in change:
-            i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
+            i, old_slot, was_lead = self._part_of[row], slot_of[row], bool(self.lead[row])
             for k, capacity in enumerate(self.capacity):  # the amount in each role, read inline: asked per option
                 leader, follower = self.as_leader[k][i], self.as_follower[k][i]
                 after[k][old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
@@ -440,7 +444,7 @@ class GoalSearch:
 
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
         self.steps += 1
-        i, old_slot, was_lead = int(self.part[row]), int(self.slot[row]), bool(self.lead[row])
+        i, old_slot, was_lead = self._part_of[row], self._slot_of[row], bool(self.lead[row])
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
         for k, capacity in enumerate(self.capacity):
@@ -457,7 +461,7 @@ class GoalSearch:
         reps = self.replicas[i]
         old, new = int(self.brokers[old_slot]), int(self.brokers[slot])
         if relocate:
-            self._steps.pop(int(self.topic[i]), None)
+            self._topic_moved[self._topic_of[row]] += 1
             for b in self.live[i]:  # only the brokers partition i is live on see its rows as moved away
                 self._moved_from.pop(self.slots.get(b, -1), None)
             self._count_moves(i, reps, -1)
@@ -475,7 +479,7 @@ class GoalSearch:
             rows = self._rows[old_slot]
             self._rows[old_slot] = _without(rows, int(rows.searchsorted(row)))
             self._rows[slot] = _with(self._rows[slot], int(self._rows[slot].searchsorted(row)), row)
-        self.slot[row], self.lead[row] = slot, lead
+        self.slot[row], self.lead[row], self._slot_of[row] = slot, lead, slot
         self._reorder(ordered, row, (old_slot, was_lead, old_amount))
 
     def _count_moves(self, i: int, reps: list[int], by: int) -> None:

@@ -58,16 +58,20 @@ def test_lowest_is_a_stable_sorts_first_k(values, k):
 @example(amounts=[0.0] * 60, extra=1, top_load=20.0, c_load=19.0, caps=(1.0, 1.0), seed=0)  # one wide tie
 def test_lowest_peaks_are_the_swaps_a_full_sort_ranks_first(amounts, extra, top_load, c_load, caps, seed):
     # a swap sends `mine` to the partner and one of its lighter replicas back: the peak of the two loads
-    # after it, ranked lowest first and ties in row order, over every lighter replica
-    rows = np.random.default_rng(seed).permutation(1000)[: len(amounts)]
+    # after it, ranked lowest first and ties in row order, over every lighter replica (the partner's
+    # heavier ones, here as many again, follow them in the arrays and are never ranked)
+    rng = np.random.default_rng(seed)
+    mine = max(amounts) + extra + 0.5
+    amounts = [*amounts, *(mine + rng.integers(0, 3, len(amounts)))]
+    rows = rng.permutation(1000)[: len(amounts)]
     by_amount = np.lexsort((rows, amounts))  # as GoalSearch.by_role keeps them: amount, then row
-    rows, amounts_sorted = rows[by_amount], np.array(amounts)[by_amount]
-    mine = float(amounts_sorted.max()) + extra
+    rows, amounts_sorted = rows[by_amount], np.array(amounts, dtype=float)[by_amount]
+    lighter = int(amounts_sorted.searchsorted(mine, "left"))
     top_cap, c_cap = caps
-    delta = mine - amounts_sorted
+    delta = mine - amounts_sorted[:lighter]
     peaks = np.maximum(top_load - delta / top_cap, c_load + delta / c_cap)
-    expected = rows[np.lexsort((rows, peaks))[:CANDIDATES]].tolist()
-    assert _lowest_peaks(rows, amounts_sorted, mine, top_load, top_cap, c_load, c_cap) == expected
+    expected = rows[np.lexsort((rows[:lighter], peaks))[:CANDIDATES]].tolist()
+    assert _lowest_peaks(rows, amounts_sorted, lighter, mine, (top_load, top_cap, c_load, c_cap)) == expected
 
 
 def _search() -> GoalSearch:
