@@ -325,16 +325,16 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
         {
             "topic": pdf["topic"].astype(str).values,
             "partition": pdf["partition"].astype("int64").values,
-            "current": current,
-            "preferred": preferred,
-            "previous": previous,
+            "current": object_column(current),
+            "preferred": object_column(preferred),
+            "previous": object_column(previous),
             "rf": np.asarray(rf, dtype="int64"),
             "bytes_in": bytes_in,
             "bytes_out": bytes_out,
             "leader_load": leader_load,
             "follower_load": follower_load,
             "size_bytes": pdf.get("size_bytes", zeros).fillna(0).astype("int64").values,
-            "previous_cores": _planned_cores(pdf, previous),
+            "previous_cores": object_column(_planned_cores(pdf, previous)),
         }
     )
 
@@ -483,7 +483,15 @@ def assignment_frame(
     topics: list[str] | np.ndarray, partitions: list[int] | np.ndarray, replicas: list[list[int]]
 ) -> pd.DataFrame:
     """The strategies' return value: ``topic, partition, replicas``."""
-    return pd.DataFrame({"topic": topics, "partition": partitions, "replicas": replicas}, columns=ASSIGNMENT_COLUMNS)
+    return pd.DataFrame(
+        {"topic": topics, "partition": partitions, "replicas": object_column(replicas)}, columns=ASSIGNMENT_COLUMNS
+    )
+
+
+def object_column(values: list[Any]) -> np.ndarray:
+    """A list (of replica lists, say) as an object array, each element kept as it is: what pandas builds from
+    the list, without its per-element inference (10k lists: ~2.4 -> ~1.6 ms a frame)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 # -- replica lists as a matrix ------------------------------------------------------
