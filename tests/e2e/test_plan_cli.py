@@ -369,8 +369,9 @@ def test_cores_pins_and_a_move_budget_end_to_end_then_the_next_snapshot_keeps_co
 
 # The output rows of a fixed fleet, every strategy: a refactor keeps them byte for byte. A change to a
 # strategy on purpose changes them: then print the new digests (pytest -s) and replace these. (balanced, last:
-# the screened swaps take cluster-1's disk goal, still unmet, from 1.133x to 1.122x with 76 moves for 66)
-OUTPUT_DIGESTS = {"balanced": "42e5cfc4da5f0d99", "sticky": "48dc78767c1315a8"}
+# ruining the moves onto the broker a goal is stuck on meets cluster-1's disk goal, stuck before, and leaves
+# bytes in, still unmet, nearer its threshold with fewer moves)
+OUTPUT_DIGESTS = {"balanced": "2a962972bca53f30", "sticky": "48dc78767c1315a8"}
 RUN_TIME_COLUMNS = {"started_at", "finished_at"}
 
 
@@ -392,4 +393,8 @@ def test_the_output_rows_of_a_fixed_fleet_are_pinned(spark, warehouse, strategy)
     assert plan(warehouse, "--strategy", strategy) == 0
     digest = output_digest(warehouse)
     print(f"\n{strategy}: {digest}")
+    if strategy == "balanced":  # cluster-1's disk goal met (stuck before the rebuilds that ruin the moves onto
+        # the broker a goal is stuck on); CP-SAT finds no plan meeting every threshold there
+        notes = table(warehouse, "plan_runs").set_index("cluster_id")["notes"].fillna("")
+        assert "disk goal not met" not in notes["cluster-1"] and "not met" not in notes["cluster-2"], notes.tolist()
     assert digest == OUTPUT_DIGESTS[strategy], "the output rows changed (on purpose? replace OUTPUT_DIGESTS)"
