@@ -543,12 +543,12 @@ def test_what_the_search_keeps_between_rounds_is_what_the_layout_it_reached_give
         balance_goal(search, resource)
     assert search.actions > 20
     # the answers still current (their topic has not moved since, nor a capped broker's replicas)
-    kept = [
-        (key // search._slot_count, key % search._slot_count, answer)
-        for key, (answer, stamp, moved) in search._steps.items()
-        if moved == search._topic_moved[search._topic_of[key // search._slot_count]]
-        and stamp == (int(search.version[key % search._slot_count]) if key % search._slot_count in search._capped else 0)
-    ]
+    kept = []
+    for key, (answer, stamp, moved) in search._steps.items():
+        row, slot = divmod(key, search._slot_count)
+        now = int(search.version[slot]) if slot in search._capped else 0
+        if moved == search._topic_moved[search._topic_of[row]] and stamp == now:
+            kept.append((row, slot, answer))
     assert len(kept) > 100 and any(answer for *_, answer in kept) and not all(answer for *_, answer in kept)
     for row, slot, answer in kept:
         i = int(search.part[row])
