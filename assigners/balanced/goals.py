@@ -10,6 +10,8 @@ smallest one) or the partition that stands in the way.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from assigners.balanced.actions import (
@@ -33,6 +35,7 @@ LATER_GOAL_TRIES = 6  # equally cheap accepted options compared by what they do 
 BATCH_MORE_MOVES = 1  # moves an option of a round's batch may add beyond its first's (_apply_more)
 SCREENED_PICKS = 20  # heaviest replicas of the top broker tried by improve_screened
 WIDER = 4  # a widening search, where the usual candidates give no accepted action: this many times as many
+RANK = itemgetter(0, 1, 2, 3, 4)  # an Option's sort key: everything but its change
 
 
 def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
@@ -157,7 +160,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
 def _apply_best(search: GoalSearch, k: int, top: int, options: list[Option]) -> bool:
     """Apply the best of ``options`` that is legal and accepted by the earlier goals (among the first few of
     its class, the one best for the later goals), then the round's batch (:func:`_apply_more`)."""
-    options.sort(key=lambda o: o[:5])
+    options.sort(key=RANK)
     best: tuple[float, int, Change] | None = None
     tried, first_class = 0, None
     for option in options:

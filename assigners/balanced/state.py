@@ -134,6 +134,7 @@ class GoalSearch:
         # often a replica of the row's topic had moved): one flat dict, invalidated by counting, not by popping
         self._steps: dict[int, tuple[bool, int, int]] = {}
         self._slot_count = len(self.brokers)
+        self._costs: dict[int, tuple[int, int]] = {}  # see cost
         self._topic_moved = [0] * (int(self.topic.max(initial=-1)) + 1)
         self._row_topic = self.topic[self.part]  # each row's topic
         # per row as lists, for the scalar rules a round asks thousands of times (a list item costs a
@@ -291,10 +292,14 @@ class GoalSearch:
     def cost(self, row: int, slot: int) -> tuple[int, int]:
         """(replica moves added, bytes moved) by moving ``row`` to broker ``slot``, against the live layout:
         onto a broker that does not hold the partition live adds one, back onto one that does saves one."""
-        i = self._part_of[row]
-        live, ids = self.live[i], self.broker_ids
-        moves = int(ids[slot] not in live) - int(ids[self._slot_of[row]] not in live)
-        return moves, moves * self.usage.sizes[i]
+        key = (row * self._slot_count + self._slot_of[row]) * self._slot_count + slot
+        known = self._costs.get(key)
+        if known is None:  # what it reads never changes: the live layout, and where the row is (in the key)
+            i = self._part_of[row]
+            live, ids = self.live[i], self.broker_ids
+            moves = int(ids[slot] not in live) - int(ids[self._slot_of[row]] not in live)
+            known = self._costs[key] = (moves, moves * self.usage.sizes[i])
+        return known
 
     def legal(self, change: Change) -> bool:
         """Counts, racks, caps, one move per replica and the topic rule for an option's steps."""
