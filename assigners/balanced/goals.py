@@ -199,13 +199,14 @@ def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], fir
     scenario clusters +6 moves of 50,710; two more: +33, no faster).
     """
     most = next(option[1] for option in options if option[-1] is first) + BATCH_MORE_MOVES
-    touched = {int(search.part[row]) for row, _, _, _ in first}
+    part_of = search.part_of
+    touched = {part_of[row] for row, _, _, _ in first}
     applied = 1
     for option in options:
         if applied >= search.batch or option[1] > most or search.load[k][top] <= search.target(k) * (1 + 1e-9):
             return
         change = option[-1]
-        parts = {int(search.part[row]) for row, _, _, _ in change}
+        parts = {part_of[row] for row, _, _, _ in change}
         if parts & touched or not search.legal(change):
             continue
         after = search.loads_after(change)

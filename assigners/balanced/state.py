@@ -139,7 +139,8 @@ class GoalSearch:
         self._row_topic = self.topic[self.part]  # each row's topic
         # per row as lists, for the scalar rules a round asks thousands of times (a list item costs a
         # fraction of a numpy scalar's); the slots are kept in step with ``slot`` by set_row
-        self._part_of, self._topic_of = self.part.tolist(), self._row_topic.tolist()
+        self.part_of: list[int] = self.part.tolist()  # each row's partition
+        self._topic_of = self._row_topic.tolist()
         self._slot_of = self.slot.tolist()
         self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
@@ -295,7 +296,7 @@ class GoalSearch:
         key = (row * self._slot_count + self._slot_of[row]) * self._slot_count + slot
         known = self._costs.get(key)
         if known is None:  # what it reads never changes: the live layout, and where the row is (in the key)
-            i = self._part_of[row]
+            i = self.part_of[row]
             live, ids = self.live[i], self.broker_ids
             moves = int(ids[slot] not in live) - int(ids[self._slot_of[row]] not in live)
             known = self._costs[key] = (moves, moves * self.usage.sizes[i])
@@ -338,14 +339,14 @@ class GoalSearch:
         key, generation = row * self._slot_count + slot, self._topic_moved[self._topic_of[row]]
         known = self._steps.get(key)
         if known is None or known[1] != stamp or known[2] != generation:
-            i = self._part_of[row]
+            i = self.part_of[row]
             answer = self.may_go(row, slot) and self.may_enter(i, self._slot_of[row], slot, self.replicas[i])
             known = self._steps[key] = (answer, stamp, generation)
         return known[0]
 
     def may_go(self, row: int, slot: int) -> bool:
         """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
-        i, ids = self._part_of[row], self.broker_ids
+        i, ids = self.part_of[row], self.broker_ids
         return (i, ids[self._slot_of[row]]) not in self.twice or ids[slot] in self.live[i]
 
     def may_enter(self, i: int, old_slot: int, new_slot: int, reps: list[int]) -> bool:
@@ -381,7 +382,7 @@ class GoalSearch:
         touched = {slot_of[row] for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
         after = [{b: load.item(b) for b in touched} for load in self.load]
         for row, slot, lead, _ in change:
-            i, old_slot, was_lead = self._part_of[row], slot_of[row], bool(self.lead[row])
+            i, old_slot, was_lead = self.part_of[row], slot_of[row], bool(self.lead[row])
             for k, capacity in enumerate(self.capacity):  # the amount in each role, read inline: asked per option
                 leader, follower = self.as_leader[k][i], self.as_follower[k][i]
                 after[k][old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
@@ -449,7 +450,7 @@ class GoalSearch:
 
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
         self.steps += 1
-        i, old_slot, was_lead = self._part_of[row], self._slot_of[row], bool(self.lead[row])
+        i, old_slot, was_lead = self.part_of[row], self._slot_of[row], bool(self.lead[row])
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
         for k, capacity in enumerate(self.capacity):
