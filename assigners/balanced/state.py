@@ -96,13 +96,7 @@ class GoalSearch:
         self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
         self.live_matrix = live
         # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount
-        listed: dict[int, list[float]] = {}  # one list per amount array: the goals share most of them (disk's
-        # leader and follower amounts are the sizes, bytes in's the rates, ...): at 1M partitions ~32 MB each
-        for array in (a for r in resources for a in (r.leader, r.follower)):
-            if id(array) not in listed:
-                listed[id(array)] = array.tolist()
-        self.as_leader = [listed[id(r.leader)] for r in resources]
-        self.as_follower = [listed[id(r.follower)] for r in resources]
+        self.as_leader, self.as_follower = _amount_lists(resources)
         self.capacity = [r.capacity.tolist() for r in resources]
         self.row_amount = [np.where(self.lead, r.leader[part], r.follower[part]) for r in resources]
         self.load = np.zeros((len(resources), len(self.brokers)))
@@ -514,6 +508,17 @@ class GoalSearch:
             ordered[slot] = _sorted_with(ordered[slot], lead, row, float(self.row_amount[self._by_role[0]][row]))
         for s, roles in ordered.items():
             self._by_role[1][s] = (int(self.version[s]), roles)
+
+
+def _amount_lists(resources: list[Resource]) -> tuple[list[list[float]], list[list[float]]]:
+    """Per goal, each partition's amount as leader and as follower, as lists: one list per amount array, as
+    the goals share most of them (disk's leader and follower amounts are both the sizes, bytes in's the
+    rates; at 1M partitions a list is ~32 MB)."""
+    listed: dict[int, list[float]] = {}
+    for array in (a for r in resources for a in (r.leader, r.follower)):
+        if id(array) not in listed:
+            listed[id(array)] = array.tolist()
+    return [listed[id(r.leader)] for r in resources], [listed[id(r.follower)] for r in resources]
 
 
 def _shared_ints(values: np.ndarray) -> list[int]:

@@ -111,10 +111,13 @@ def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
 )
 @example(kind="rf_gt_racks", brokers=6, partitions=38, seed=3)
 @example(kind="skewed", brokers=6, partitions=20, seed=0)
+@example(kind="skewed", brokers=7, partitions=10, seed=304)  # a scale-out (broker 1 empty) the rack rule cuts short
 def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_goals(kind, brokers, partitions, seed):
     """The executed plan is the plan in force: balanced keeps it, unless a goal the plan missed becomes
     reachable with the plan as the baseline (its per-plan rules, a replica moves once and no topic moves
-    A->B and B->A, start over). Then it meets strictly more goals, in priority order."""
+    A->B and B->A, start over). Then it meets strictly more goals, in priority order. A scale-out that
+    leaves a goal unmet says to plan again once executed: that plan evens out what the old brokers could
+    not give by moving only onto the new ones, and leaves no goal worse."""
     b, parts = scenario(kind, brokers, partitions, seed)
     first = plan(b, parts)
     assert first.status == COMMITTED, first.error
@@ -122,7 +125,10 @@ def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_g
     again = plan(b, live, previous=True)
     assert again.status in (COMMITTED, SKIPPED), again.error
     if again.status == COMMITTED and again.metrics.moves:
-        assert goals_met(again) > goals_met(first), (first.notes, again.notes)
+        if any(note.startswith("scale-out:") for note in first.notes):
+            assert goals_met(again) >= goals_met(first), (first.notes, again.notes)
+        else:
+            assert goals_met(again) > goals_met(first), (first.notes, again.notes)
 
 
 # Found by hypothesis: two topic3 partitions on one rack each lost a replica to the rack rule, and the
