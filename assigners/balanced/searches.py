@@ -259,7 +259,8 @@ def _blocking(
     third could not leave it for where they came from. Ruined together,
     the search takes other moves for them (the e2e fleet's cluster-1: disk
     stuck at 1.118x and bytes in at 1.444x, 78 moves; with these ruined
-    first, disk met and bytes in at 1.129x, 66 moves).
+    first, disk met and bytes in at 1.129x, 66 moves: no plan meets both,
+    says the exact solver).
     """
     notes, met = reached
     if all(met) or not _stuck(notes):

@@ -394,7 +394,7 @@ def test_the_output_rows_of_a_fixed_fleet_are_pinned(spark, warehouse, strategy)
     digest = output_digest(warehouse)
     print(f"\n{strategy}: {digest}")
     if strategy == "balanced":  # cluster-1's disk goal met (stuck before the rebuilds that ruin the moves onto
-        # the broker a goal is stuck on); CP-SAT finds no plan meeting every threshold there
+        # the broker a goal is stuck on); CP-SAT finds no plan there meeting both disk and bytes in
         notes = table(warehouse, "plan_runs").set_index("cluster_id")["notes"].fillna("")
         assert "disk goal not met" not in notes["cluster-1"] and "not met" not in notes["cluster-2"], notes.tolist()
     assert digest == OUTPUT_DIGESTS[strategy], "the output rows changed (on purpose? replace OUTPUT_DIGESTS)"
