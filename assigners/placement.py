@@ -28,6 +28,7 @@ class Usage:
     ) -> None:
         """``matrix``: the assignment's replica matrix, where the caller has it already."""
         self.view = view
+        self.uncapped = not view.has_caps  # then every broker has room: asked per candidate, answered at once
         self.sizes = sizes.tolist()
         self.sizes_array = np.asarray(sizes, dtype=np.int64)
         self.count = dict.fromkeys(view.eligible, 0)
@@ -67,6 +68,8 @@ class Usage:
 
     def room_for(self, i: int, b: int) -> bool:
         """May broker ``b`` take one more replica, of partition ``i``?"""
+        if self.uncapped:
+            return True
         view = self.view
         return self.count[b] + 1 <= view.max_replicas.get(b, math.inf) and self.disk[b] + self.sizes[
             i
