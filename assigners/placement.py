@@ -269,20 +269,22 @@ def refill(
         rule = (topic_moves(since, assignment, topics), since, topics.tolist())
     targets = rf.tolist()
     order = range(len(targets)) if rule is None else _fewest_choices_first(assignment, targets, view)
+    count, weight_of = usage.count, view.weight_of  # fullness inline: asked twice per replica refilled
     for i in order:
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
-            left = set() if rule is None else set(rule[1][i]).difference(replicas)  # live brokers it left
-            avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
+            left = None if rule is None else set(rule[1][i]).difference(replicas)  # live brokers it left
+            avoid = _reverses(rule[0], rule[2][i], left) if left else None
             b = first_legal(ranked, i, replicas, target, usage, avoid)
             if b is None:
                 raise_no_room(i, replicas, usage)
-            del ranked[bisect.bisect_left(ranked, (usage.fullness(b), b))]
+            del ranked[bisect.bisect_left(ranked, (count[b] / weight_of[b], b))]
             replicas.append(b)
             usage.add(i, b)
-            bisect.insort(ranked, (usage.fullness(b), b))
+            bisect.insort(ranked, (count[b] / weight_of[b], b))
             if left and rule is not None:
-                rule[0].update((rule[2][i], d, b) for d in left if d != b)
+                topic = rule[2][i]
+                rule[0].update([(topic, d, b) for d in left if d != b])
             added += 1
     return added
 
