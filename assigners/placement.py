@@ -274,7 +274,7 @@ def refill(
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
             left = None if rule is None else set(rule[1][i]).difference(replicas)  # live brokers it left
-            avoid = _reverses(rule[0], rule[2][i], left) if left else None
+            avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
             b = first_legal(ranked, i, replicas, target, usage, avoid)
             if b is None:
                 raise_no_room(i, replicas, usage)
