@@ -174,20 +174,21 @@ class _Packer:
         fill = self.state.copy()
         caps = self.caps
         closed = (1 << max(self.last_wave, 1)) - 1  # waves before the previous phase's last one
-        out = np.empty(len(order), dtype=np.int64)
-        for i, (row, size) in enumerate(zip(self.touched[order].tolist(), self.sizes[order].tolist())):
+        out: list[int] = []
+        full, byte_cap = fill.full, caps.max_bytes_per_wave
+        for row, size in zip(self.touched[order].tolist(), self.sizes[order].tolist()):
             brokers = [b for b in row if b != PAD]
             taken = closed | fill.full_waves
             for b in brokers:
-                taken |= fill.full.get(b, 0)
+                taken |= full.get(b, 0)
             while True:
                 wave = (~taken & (taken + 1)).bit_length() - 1
-                if fill.bytes_fit(wave, size, caps.max_bytes_per_wave):
+                if byte_cap is None or fill.bytes_fit(wave, size, byte_cap):
                     break
                 taken |= 1 << wave
             fill.add(wave, brokers, size, caps)
-            out[i] = wave
-        return out[np.argsort(order, kind="stable")], fill
+            out.append(wave)
+        return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
 
 
 class _Fill:
