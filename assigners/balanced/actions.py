@@ -229,7 +229,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         best = _lowest_peaks(rows, amounts, lighter, mine, (top_load, top_cap, c_load, c_cap))
         back_rows, back_amounts = from_top[int(lead)]
         homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
-        for s_row in dict.fromkeys([*best, *homeward]):
+        for s_row in dict.fromkeys([*best, *homeward]) if homeward else best:
             if s_row not in returns:  # the same few return steps serve every replica of top a round tries
                 legal = search.may_step(s_row, top)
                 returns[s_row] = (float(amount[s_row]), search.cost(s_row, top)) if legal else None

@@ -129,6 +129,11 @@ class GoalSearch:
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
+        # per role (replicas, leaders) and slot, the band (see band): the shares and slacks never change
+        self._bands = [
+            [(math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1) for share in shares.tolist()]
+            for shares, slack in zip(self.share, self.slack)
+        ]
         # may_step's answers, row x slots + slot -> (answer, the slot's version for a capped slot (else 0), how
         # often a replica of the row's topic had moved): one flat dict, invalidated by counting, not by popping
         self._steps: dict[int, tuple[bool, int, int]] = {}
@@ -168,8 +173,7 @@ class GoalSearch:
 
         With slack 1: the floor and ceiling of the share, so equal brokers end within 1 of each other.
         """
-        share, slack = self.share[leaders][b], self.slack[leaders]
-        return math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1
+        return self._bands[leaders][b]
 
     def count_band(self, b: int, leaders: int) -> tuple[int, int]:
         """How far broker slot ``b`` is below / above its band (replicas, or leaders if ``leaders``)."""
