@@ -25,11 +25,13 @@ Option = tuple[float, int, float, int, int, Change]
 # A partner broker of one round: its slot; per role (follower, leader) its replica rows and their amounts of the
 # goal, ascending by amount (then row); per role, those the plan moved away from the round's top broker
 # (swapping one back undoes a move) in row order, with their amounts, as lists (a few each, filtered per
-# replica of top); and per row asked about, the row's step onto the top broker as a swap's return (its
-# amount and cost; None: a rule forbids it)
+# replica of top); per row asked about, the row's step onto the top broker as a swap's return (its
+# amount and cost; None: a rule forbids it); and per role, whether the counts let one of top's replicas
+# move there (asked of every replica the round tries, the same answer for each: the counts hold still
+# while a round lists its options)
 Pairs = tuple[np.ndarray, np.ndarray]
 Returns = dict[int, tuple[float, tuple[int, int]] | None]
-Held = tuple[int, tuple[Pairs, ...], tuple[tuple[list[int], list[float]], ...], Returns]
+Held = tuple[int, tuple[Pairs, ...], tuple[tuple[list[int], list[float]], ...], Returns, dict[bool, bool]]
 
 CANDIDATES = 5  # replicas of the top broker tried per round: the heaviest, then the lightest that could fix it
 
@@ -207,18 +209,20 @@ def close_cycle(
 
 
 def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
-    """Replica ``r`` to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
+    """Replica ``r`` (on ``top``) to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
     lead, mine, amount = bool(search.lead[r]), float(search.row_amount[k][r]), search.row_amount[k]
     out = list[Option]()
     # plain floats: the same arithmetic as numpy's scalars, at a fraction of their cost per operation
     top_load, top_cap = float(search.load[k][top]), search.capacity[k][top]
     floor, fixed = top_load * (1 - 1e-9), search.target(k) * (1 + 1e-9)  # as option_key has them
-    for c, by_role, from_top, returns in held:
+    for c, by_role, from_top, returns, allowed in held:
         if not search.may_step(r, c):
             continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
         c_load, c_cap = float(search.load[k][c]), search.capacity[k][c]
-        if search.counts_allow_move(r, c, lead):  # seldom, once the counts are even: asked first
+        if lead not in allowed:
+            allowed[lead] = search.counts_allow_move(r, c, lead)
+        if allowed[lead]:  # seldom, once the counts are even: asked first
             key = option_key(search, k, top, c, top_load - mine / top_cap, c_load + mine / c_cap, there)
             if key is not None:
                 out.append((*key, 1, c, ((r, c, lead, True),)))
@@ -314,4 +318,4 @@ def _on_one_slope(
 def partner(search: GoalSearch, k: int, c: int, led_here: LedHere) -> Held:
     """Broker slot ``c`` as a partner of the round's top broker for goal ``k``'s options (see :data:`Held`)."""
     away = tuple((rows.tolist(), amounts.tolist()) for rows, amounts in led_here.moved_away(c))
-    return c, search.by_role(k, c), away, {}
+    return c, search.by_role(k, c), away, {}, {}
