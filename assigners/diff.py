@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, Replicas, as_matrix, matrix_rows, pad_to, row_contains, same_sets
+from assigners.model import PAD, Replicas, as_matrix, matrix_rows, packed_left, pad_to, row_contains, same_sets
 from assigners.waves import DEFAULT_CAPS, WaveCaps, assign_waves, urgency
 
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
@@ -98,13 +98,12 @@ def diff_assignment(
 
 def _cells(matrix: np.ndarray, cells: np.ndarray, rows: np.ndarray) -> list[list[int]]:
     """Per selected row, the marked cells in their order."""
-    kept = np.where(cells[rows], matrix[rows], PAD)
-    order = np.argsort(~cells[rows], axis=1, kind="stable")  # marked cells first, order kept
-    return matrix_rows(np.take_along_axis(kept, order, axis=1))
+    return matrix_rows(packed_left(matrix[rows], cells[rows]))
 
 
 def _where_changed(values: list[list[int]], changed: np.ndarray) -> np.ndarray:
     """An object column: the lists on changed rows, None elsewhere."""
-    # element by element: a slice assignment would broadcast equal-length lists into 2-D
-    rest = iter(values)
-    return np.array([next(rest) if c else None for c in changed.tolist()] + [None], dtype=object)[:-1]
+    column = np.full(len(changed), None, dtype=object)
+    # fromiter keeps each list one object: an array built from equal-length lists would be 2-D
+    column[changed] = np.fromiter(values, dtype=object, count=len(values))
+    return column

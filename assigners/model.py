@@ -547,6 +547,9 @@ def matrix_rows(matrix: np.ndarray, mask: np.ndarray | None = None) -> list[list
     if mask is not None:
         matrix = matrix[mask]
     lengths = row_lengths(matrix)
+    if len(lengths) and lengths.min() == lengths.max():  # one RF (the usual case): one tolist() does it all
+        rows: list[list[int]] = matrix[:, : int(lengths[0])].tolist()
+        return rows
     # One tolist() per distinct row length (rows are padded on the right only)
     # instead of slicing every row: the lists come out ~5x faster.
     order = np.argsort(lengths, kind="stable")
@@ -556,6 +559,20 @@ def matrix_rows(matrix: np.ndarray, mask: np.ndarray | None = None) -> list[list
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
     return [grouped[j] for j in position.tolist()]
+
+
+def packed_left(matrix: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """The marked cells of each row moved to its left in their order, the rest padding.
+
+    Examples
+    --------
+    >>> packed_left(np.array([[4, 5, 6], [7, 8, 9]]), np.array([[False, True, True], [True, False, False]])).tolist()
+    [[5, 6, -1], [7, -1, -1]]
+    """
+    row, column = np.nonzero(marked)
+    packed = np.full(matrix.shape, PAD, dtype=np.int64)
+    packed[row, (np.cumsum(marked, axis=1) - 1)[row, column]] = matrix[row, column]
+    return packed
 
 
 def row_lengths(matrix: np.ndarray) -> np.ndarray:

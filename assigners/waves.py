@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from assigners.model import PAD
+from assigners.model import PAD, matrix_rows, packed_left
 
 SMALL_FIRST, LARGE_FIRST = "small_first", "large_first"
 MOVE_ORDERS = (SMALL_FIRST, LARGE_FIRST)
@@ -176,8 +176,10 @@ class _Packer:
         closed = (1 << max(self.last_wave, 1)) - 1  # waves before the previous phase's last one
         out: list[int] = []
         full, byte_cap = fill.full, caps.max_bytes_per_wave
-        for row, size in zip(self.touched[order].tolist(), self.sizes[order].tolist()):
-            brokers = [b for b in row if b != PAD]
+        per_broker, broker_cap, wave_cap = fill.per_broker, caps.max_moves_per_broker, caps.max_moves_per_wave
+        moves, sizes = fill.moves, fill.bytes
+        touched = self.touched[order]  # each move's brokers listed without the padding
+        for brokers, size in zip(matrix_rows(packed_left(touched, touched != PAD)), self.sizes[order].tolist()):
             taken = closed | fill.full_waves
             for b in brokers:
                 taken |= full.get(b, 0)
@@ -186,7 +188,17 @@ class _Packer:
                 if byte_cap is None or fill.bytes_fit(wave, size, byte_cap):
                     break
                 taken |= 1 << wave
-            fill.add(wave, brokers, size, caps)
+            for b in brokers:  # the move's place in the wave, inline: ~20k per 10k-partition plan
+                counts = per_broker.get(b)
+                if counts is None:
+                    counts = per_broker[b] = {}
+                n = counts[wave] = counts.get(wave, 0) + 1
+                if n >= broker_cap:
+                    full[b] = full.get(b, 0) | 1 << wave
+            n = moves[wave] = moves.get(wave, 0) + 1
+            sizes[wave] = sizes.get(wave, 0) + size
+            if wave_cap and n >= wave_cap:
+                fill.full_waves |= 1 << wave
             out.append(wave)
         return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
 
@@ -211,14 +223,3 @@ class _Fill:
     def bytes_fit(self, wave: int, size: int, cap: int | None) -> bool:
         used = self.bytes.get(wave, 0)
         return cap is None or used == 0 or used + size <= cap
-
-    def add(self, wave: int, brokers: list[int], size: int, caps: WaveCaps) -> None:
-        for b in brokers:
-            counts = self.per_broker.setdefault(b, {})
-            counts[wave] = counts.get(wave, 0) + 1
-            if counts[wave] >= caps.max_moves_per_broker:
-                self.full[b] = self.full.get(b, 0) | 1 << wave
-        self.moves[wave] = self.moves.get(wave, 0) + 1
-        self.bytes[wave] = self.bytes.get(wave, 0) + size
-        if caps.max_moves_per_wave and self.moves[wave] >= caps.max_moves_per_wave:
-            self.full_waves |= 1 << wave
