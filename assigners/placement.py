@@ -273,7 +273,7 @@ def refill(
     for i in order:
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
-            left = None if rule is None else set(rule[1][i]).difference(replicas)  # live brokers it left
+            left = None if rule is None else [d for d in rule[1][i] if d not in replicas]  # live brokers it left
             avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
             b = first_legal(ranked, i, replicas, target, usage, avoid)
             if b is None:
@@ -310,8 +310,11 @@ def _fewest_choices_first(assignment: list[list[int]], targets: list[int], view:
     return order
 
 
-def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: set[int]) -> Callable[[int], bool]:
+def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: list[int]) -> Callable[[int], bool]:
     """Would adding broker ``b`` to a partition of ``topic`` that left ``dropped`` reverse a move of the topic?"""
+    if len(dropped) == 1:  # the usual case, asked per candidate: one lookup, no generator
+        d = dropped[0]
+        return lambda b: (topic, b, d) in moves
     return lambda b: any((topic, b, d) in moves for d in dropped)
 
 
