@@ -24,7 +24,7 @@ from assigners.model import (
     replica_matrix,
     topic_codes,
 )
-from assigners.placement import PairCounts, Usage, evict_over_capacity, refill, topic_move_counts
+from assigners.placement import PairCounts, Usage, evict_over_capacity, refill, topic_move_counts, topic_moves
 
 
 def _domain_bits(view: ClusterView) -> dict[int, int]:
@@ -176,6 +176,7 @@ def balance_replica_counts(
     live: list[list[int]] | None = None,
     take_first: np.ndarray | None = None,
     probe: bool = False,
+    live_matrix: np.ndarray | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -189,7 +190,8 @@ def balance_replica_counts(
     ``moved`` seeds the (topic, from, to) the plan already makes, e.g. forced;
     with ``live``, moves are judged against the live layout: moving a replica
     the plan placed moves on what it replaced, see :class:`_TopicRule`;
-    ``take_first``: which replicas a donor gives first, see :func:`_bulk_count_moves`).
+    ``take_first``: which replicas a donor gives first, see :func:`_bulk_count_moves`; ``live_matrix``:
+    ``live``'s replica matrix, where the caller has it).
     Returns the number of moves made; ``probe``: stop once there are any (would it move anything?).
 
     Notes
@@ -207,7 +209,7 @@ def balance_replica_counts(
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     matrix = replica_matrix(assignment)
     span = max(view.eligible) + 1
-    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix, span)
+    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix, span, live_matrix)
     moves = _bulk_count_moves(assignment, usage, rule, matrix, take_first, probe)
     if (probe and moves) or not _any_improving_pair(usage):
         return moves  # the exact loop would find nothing: skip building its index
@@ -245,11 +247,13 @@ class _TopicRule:
         live: list[list[int]] | None,
         matrix: np.ndarray,
         span: int,
+        live_matrix: np.ndarray | None = None,
     ) -> None:
-        """``matrix``: the assignment's replica matrix; ``span``: above every eligible broker id."""
+        """``matrix``: the assignment's replica matrix; ``span``: above every eligible broker id;
+        ``live_matrix``: ``live``'s, where the caller has it."""
         self.topic_of, self.moved, self.assignment, self.live = topic_of, moved, assignment, live
         self.count = PairCounts(span)
-        self.live_matrix = None if live is None else replica_matrix(live)
+        self.live_matrix = None if live is None else replica_matrix(live) if live_matrix is None else live_matrix
         if self.live_matrix is not None:
             self.count = topic_move_counts(matrix, self.live_matrix, np.asarray(topic_of, dtype=np.int64), span)
 
@@ -660,14 +664,17 @@ def settle(
     :func:`settles_as_it_is`).
     """
     sizes = partitions["size_bytes"].to_numpy()
-    usage = Usage(assignment, sizes, view)
-    evict_over_capacity(assignment, usage)
+    matrix = replica_matrix(assignment)  # each layout listed as a matrix once (~1 ms per 10k partitions)
+    usage = Usage(assignment, sizes, view, matrix)
+    evicted = evict_over_capacity(assignment, usage)
     topics = topic_codes(partitions)
-    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics)
-    moved = balance_replica_counts(
-        assignment, view, sizes, topics, usage, live=since, take_first=take_first, probe=probe
+    live = None if since is None else replica_matrix(since)
+    moved = None if live is None else topic_moves(live, assignment if evicted else matrix, topics)
+    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved)
+    moved_count = balance_replica_counts(
+        assignment, view, sizes, topics, usage, live=since, take_first=take_first, probe=probe, live_matrix=live
     )
-    if probe and moved:
+    if probe and moved_count:
         return
     balance_leaders(assignment, view)
 

@@ -17,7 +17,17 @@ from typing import NoReturn
 import numpy as np
 
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
-from assigners.model import PAD, ClusterView, id_union, pad_to, positions, replica_matrix, row_contains
+from assigners.model import (
+    PAD,
+    ClusterView,
+    Replicas,
+    as_matrix,
+    id_union,
+    pad_to,
+    positions,
+    replica_matrix,
+    row_contains,
+)
 
 
 class Usage:
@@ -249,6 +259,7 @@ def refill(
     usage: Usage,
     since: list[list[int]] | None = None,
     topics: np.ndarray | None = None,
+    moved: set[tuple[int, int, int]] | None = None,
 ) -> int:
     """Add the missing replicas of every partition on the emptiest legal broker; returns how many.
 
@@ -259,14 +270,15 @@ def refill(
     ``topics``, a refill avoids, while another broker is legal, the reverse
     of a move the plan already makes in the topic (a partition of a topic
     that left A for B, and another that leaves B for A: both could have
-    stayed), the per-plan rule of Kafka's reassignment guidance.
+    stayed), the per-plan rule of Kafka's reassignment guidance. ``moved``: :func:`topic_moves` from
+    ``since`` to ``assignment``, where the caller has it.
     """
     view = usage.view
     ranked = sorted((usage.fullness(b), b) for b in view.eligible)  # kept sorted: a few dozen to hundreds
     added = 0
     rule = None  # (the topic's moves so far, the live layout, topic codes) when the rule applies
     if since is not None and topics is not None:
-        rule = (topic_moves(since, assignment, topics), since, topics.tolist())
+        rule = (topic_moves(since, assignment, topics) if moved is None else moved, since, topics.tolist())
     targets = rf.tolist()
     order = range(len(targets)) if rule is None else _fewest_choices_first(assignment, targets, view)
     count, weight_of = usage.count, view.weight_of  # fullness inline: asked twice per replica refilled
@@ -318,13 +330,14 @@ def _reverses(moves: set[tuple[int, int, int]], topic: int, dropped: list[int]) 
     return lambda b: any((topic, b, d) in moves for d in dropped)
 
 
-def topic_moves(before: list[list[int]], after: list[list[int]], topics: np.ndarray) -> set[tuple[int, int, int]]:
-    """(topic, from, to) of going from ``before`` to ``after``: each broker a partition leaves with each it joins.
+def topic_moves(before: Replicas, after: Replicas, topics: np.ndarray) -> set[tuple[int, int, int]]:
+    """(topic, from, to) of going from ``before`` to ``after`` (lists, or their replica matrices where the
+    caller has them): each broker a partition leaves with each it joins.
 
     On the replica matrices, as :func:`topic_move_counts` names them: a set
     per changed partition cost twice as much (10k partitions, 5k changed).
     """
-    t, a, b = _move_pairs(replica_matrix(after), replica_matrix(before), np.asarray(topics, dtype=np.int64))
+    t, a, b = _move_pairs(as_matrix(after), as_matrix(before), np.asarray(topics, dtype=np.int64))
     return set(zip(t.tolist(), a.tolist(), b.tolist()))
 
 
