@@ -102,6 +102,8 @@ class GoalSearch:
         self.load = np.zeros((len(resources), len(self.brokers)))
         for k, r in enumerate(resources):
             np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
+        # per goal, what loads_after reads (the load rows are views: they follow every step)
+        self._goal_rows = list(zip(self.load, self.capacity, self.as_leader, self.as_follower))
         self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
         by_slot = argsort_small(self.slot)  # stable: each slot's rows ascending
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
@@ -380,15 +382,19 @@ class GoalSearch:
 
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
-        slot_of = self._slot_of
-        touched = {slot_of[row] for row, _, _, _ in change} | {slot for _, slot, _, _ in change}
-        after = [{b: load.item(b) for b in touched} for load in self.load]
-        for row, slot, lead, _ in change:
-            i, old_slot, was_lead = self.part_of[row], slot_of[row], bool(self.lead[row])
-            for k, capacity in enumerate(self.capacity):  # the amount in each role, read inline: asked per option
-                leader, follower = self.as_leader[k][i], self.as_follower[k][i]
-                after[k][old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
-                after[k][slot] += (leader if lead else follower) / capacity[slot]
+        slot_of, part_of, lead_of = self._slot_of, self.part_of, self.lead
+        steps = [(part_of[row], slot_of[row], bool(lead_of[row]), slot, lead) for row, slot, lead, _ in change]
+        after = []
+        for load, capacity, as_leader, as_follower in self._goal_rows:  # each goal's in turn: the same sums
+            loads: dict[int, float] = {}
+            for i, old_slot, was_lead, slot, lead in steps:  # the amount in each role, read inline: per option
+                if old_slot not in loads:
+                    loads[old_slot] = load.item(old_slot)
+                loads[old_slot] -= (as_leader[i] if was_lead else as_follower[i]) / capacity[old_slot]
+                if slot not in loads:
+                    loads[slot] = load.item(slot)
+                loads[slot] += (as_leader[i] if lead else as_follower[i]) / capacity[slot]
+            after.append(loads)
         return after
 
     def accepted(self, k: int, after: list[dict[int, float]]) -> bool:
