@@ -153,7 +153,7 @@ class GoalSearch:
         self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
-        self._peaks: tuple[int, list[float]] = (-1, [])  # (steps, each goal's peak load): see harmless
+        self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -411,18 +411,19 @@ class GoalSearch:
         (or its current peak when it is not met) after ``change``'s steps.
 
         The loads first: they refuse most of what the undo passes ask (on the
-        10k bench, 707 of 711 pairs), and the peaks are kept until a step.
+        10k bench, 707 of 711 pairs), and their limits are kept until a step.
         """
-        if self._peaks[0] != self.steps:
-            self._peaks = (self.steps, self.load.max(axis=1).tolist())
-        after, peaks = self.loads_after(change), self._peaks[1]
-        if not all(
-            value <= max(self.target(k), peaks[k]) * (1 + 1e-9)
-            for k in range(len(self.resources))
-            if self.bounds[k] > 0
-            for value in after[k].values()
-        ):
-            return False
+        if self._limits[0] != self.steps:  # per goal, how high a load may go: kept until the next step
+            peaks = self.load.max(axis=1).tolist()
+            limits = [
+                max(self.target(k), peaks[k]) * (1 + 1e-9) if self.bounds[k] > 0 else math.inf
+                for k in range(len(self.resources))
+            ]
+            self._limits = (self.steps, limits)
+        for loads, limit in zip(self.loads_after(change), self._limits[1]):
+            for value in loads.values():
+                if not value <= limit:
+                    return False
         deltas: dict[int, int] = {}
         leader_deltas: dict[int, int] = {}
         for row, slot, lead, _ in change:
