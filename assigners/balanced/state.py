@@ -462,11 +462,11 @@ class GoalSearch:
         i, old_slot, was_lead = self.part_of[row], self._slot_of[row], bool(self.lead[row])
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
-        for k, capacity in enumerate(self.capacity):
-            load, leader, follower = self.load[k], self.as_leader[k][i], self.as_follower[k][i]
+        for (load, capacity, as_leader, as_follower), amounts in zip(self._goal_rows, self.row_amount):
+            leader, follower = as_leader[i], as_follower[i]
             load[old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
             load[slot] += (leader if lead else follower) / capacity[slot]
-            self.row_amount[k][row] = leader if lead else follower
+            amounts[row] = leader if lead else follower
         self.version[old_slot] += 1
         self.version[slot] += 1
         self.count[old_slot] -= 1
