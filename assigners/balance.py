@@ -22,6 +22,10 @@ from assigners.model import (
     pad_to,
     positions,
     replica_matrix,
+    row_all,
+    row_any,
+    row_lengths,
+    row_sum,
     topic_codes,
 )
 from assigners.placement import PairCounts, Usage, evict_over_capacity, refill, topic_move_counts, topic_moves
@@ -87,7 +91,7 @@ class _ReplicaIndex:
         if not len(part):
             return
         broker, lead = matrix[part, pos], (pos == 0).astype(np.int64)
-        rf = (matrix != PAD).sum(axis=1)[part]
+        rf = row_lengths(matrix)[part]
         mask_values, mask_code = np.unique(masks[part, pos], return_inverse=True)
         mask_code = mask_code.ravel()
         # one int64 per (broker, lead, rf, mask): a 1-D unique sorts far faster than rows
@@ -308,7 +312,7 @@ class _TopicRule:
             return np.ones(len(matrix), dtype=bool)
         live = self.live_matrix
         width = max(matrix.shape[1], live.shape[1])
-        same: np.ndarray = (pad_to(matrix, width) == pad_to(live, width)).all(axis=1)
+        same = row_all(pad_to(matrix, width) == pad_to(live, width))
         return same
 
     def record_many(self, topics: list[int], old: int, new: int) -> None:
@@ -399,7 +403,7 @@ def _shares(usage: Usage, matrix: np.ndarray) -> tuple[dict[int, float], bool]:
     rack_totals: dict[str, float] = {}
     for b in view.eligible:
         rack_totals[view.domain_of[b]] = rack_totals.get(view.domain_of[b], 0) + usage.count[b]
-    by_rack = view.rack_shares((matrix != PAD).sum(axis=1), rack_totals)
+    by_rack = view.rack_shares(row_lengths(matrix), rack_totals)
     if by_rack is not None:
         return by_rack, True
     return {b: total * view.weight_of[b] / weight for b in view.eligible}, False
@@ -459,7 +463,7 @@ class _Bulk:
         self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
         self.masks = _other_domains(self.matrix, bit)
-        self.required = view.required_domains_each(valid.sum(axis=1))
+        self.required = view.required_domains_each(row_sum(valid))
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
         self.within_racks = within_racks
         part, position = np.nonzero(valid)
@@ -497,7 +501,7 @@ class _Bulk:
         masks = self.masks[rows, pos]
         after = np.bitwise_count(masks | self.bit[new])
         before = np.bitwise_count(masks | self.bit[old])
-        ok = ~self.moved[rows] & (self.matrix[rows, pos] == old) & ~(self.matrix[rows] == new).any(axis=1)
+        ok = ~self.moved[rows] & (self.matrix[rows, pos] == old) & ~row_any(self.matrix[rows] == new)
         ok &= after >= np.minimum(self.required[rows], before)
         if len(self.blocked):
             keys = self.keys(self.topic[rows], new, old)

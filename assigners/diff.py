@@ -5,7 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from assigners.model import PAD, Replicas, as_matrix, matrix_rows, packed_left, pad_to, row_contains, same_sets
+from assigners.model import (
+    PAD,
+    Replicas,
+    as_matrix,
+    matrix_rows,
+    packed_left,
+    pad_to,
+    row_contains,
+    row_lengths,
+    row_sum,
+    same_sets,
+)
 from assigners.waves import DEFAULT_CAPS, WaveCaps, assign_waves, urgency
 
 REASSIGN, LEADER, NEW = "reassign", "leader", "new"
@@ -75,9 +86,9 @@ def diff_assignment(
     epoch = np.where(in_plan, np.asarray(previous_epoch, dtype=np.int64) + ~as_planned, 1)
     added = (final != PAD) & ~row_contains(final, cur)
     removed = (cur != PAD) & ~row_contains(cur, final)
-    moved_bytes = added.sum(axis=1) * np.asarray(size_bytes, dtype=np.int64)
+    moved_bytes = row_sum(added) * np.asarray(size_bytes, dtype=np.int64)
     touched = np.concatenate([np.where(added, final, PAD), np.where(removed, cur, PAD)], axis=1)
-    phase = urgency(np.where(removed, cur, PAD), (cur != PAD).sum(axis=1), (final != PAD).sum(axis=1), emptied)
+    phase = urgency(np.where(removed, cur, PAD), row_lengths(cur), row_lengths(final), emptied)
     waves = assign_waves(touched, changed, moved_bytes, phase, wave_caps)
     return pd.DataFrame(
         {

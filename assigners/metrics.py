@@ -35,6 +35,7 @@ from assigners.model import (
     id_union,
     positions,
     row_contains,
+    row_sum,
 )
 from assigners.placement import keep_valid
 
@@ -148,7 +149,7 @@ def rack_violations(assignment: Replicas, view: ClusterView) -> int:
         return 0
     matrix = as_matrix(assignment)
     valid = matrix != PAD
-    required = np.minimum(valid.sum(axis=1), view.n_domains)
+    required = np.minimum(row_sum(valid), view.n_domains)
     return int((distinct_per_row(view.domain_matrix(matrix), valid) < required).sum())
 
 
@@ -223,7 +224,7 @@ def moves_between(before: Replicas, after: Replicas, size_bytes: np.ndarray) -> 
     if not len(new):
         return 0, 0, 0
     added = (new != PAD) & ~row_contains(new, old)
-    per_partition = added.sum(axis=1)
+    per_partition = row_sum(added)
     leader_moves = (old[:, 0] != PAD) & (new[:, 0] != PAD) & (old[:, 0] != new[:, 0])
     return int(per_partition.sum()), int(leader_moves.sum()), int((per_partition * size_bytes).sum())
 
@@ -246,7 +247,7 @@ def minimum_moves(before: Replicas, rf: np.ndarray, view: ClusterView) -> int:
     old = as_matrix(before)
     eligible = np.asarray(view.eligible, dtype=np.int64)
     on_eligible = (old != PAD) & np.isin(old, eligible)
-    kept_len = on_eligible.sum(axis=1)
+    kept_len = row_sum(on_eligible)
     spans = distinct_per_row(view.domain_matrix(old), on_eligible)
     required = view.required_domains_each(rf)
     needs_choice = (kept_len > rf) | (spans + (rf - kept_len) < required)
@@ -293,7 +294,7 @@ def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.
     resource: max(total / total capacity, largest replica / largest capacity).
     """
     matrix = as_matrix(assignment)
-    rf = (matrix != PAD).sum(axis=1)
+    rf = row_sum(matrix != PAD)
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     sizes = partitions["size_bytes"].to_numpy(dtype=float)
     capacity = pd.to_numeric(brokers["disk_capacity_bytes"], errors="coerce")

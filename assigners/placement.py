@@ -26,7 +26,11 @@ from assigners.model import (
     pad_to,
     positions,
     replica_matrix,
+    row_all,
+    row_any,
     row_contains,
+    row_sum,
+    sorted_rows,
 )
 
 
@@ -161,12 +165,12 @@ def keep_valid_each(
     present = matrix != PAD
     eligible_ids = np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set))
     eligible = np.isin(matrix, eligible_ids)
-    ordered = np.sort(np.where(present, matrix, np.iinfo(np.int64).max), axis=1)
-    distinct = ~((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != np.iinfo(np.int64).max)).any(axis=1)
+    ordered = sorted_rows(np.where(present, matrix, np.iinfo(np.int64).max))
+    distinct = ~row_any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] != np.iinfo(np.int64).max))
     cells = np.where(present, view.domain_matrix(matrix), -1)
-    domains = np.sort(cells, axis=1)
-    spread = (domains[:, 1:] != domains[:, :-1]).sum(axis=1) + (domains[:, 0] != -1)
-    whole = (present.sum(axis=1) == want) & (eligible | ~present).all(axis=1) & distinct
+    domains = sorted_rows(cells)
+    spread = row_sum(domains[:, 1:] != domains[:, :-1]) + (domains[:, 0] != -1)
+    whole = (row_sum(present) == want) & row_all(eligible | ~present) & distinct
     required = view.required_domains_each(want)
     ok = whole & (spread >= required)
     kept = [list(b) for b in baselines]
@@ -312,11 +316,11 @@ def _fewest_choices_first(assignment: list[list[int]], targets: list[int], view:
     eligible_per_domain = np.zeros(len(names) + 1, dtype=np.int64)  # the last: brokers the view does not know
     for b in view.eligible:
         eligible_per_domain[names.index(view.domain_of[b])] += 1
-    domains = np.sort(view.domain_matrix(replica_matrix([assignment[i] for i in short.tolist()])), axis=1)
+    domains = sorted_rows(view.domain_matrix(replica_matrix([assignment[i] for i in short.tolist()])))
     first = np.ones(domains.shape, dtype=bool)
     first[:, 1:] = domains[:, 1:] != domains[:, :-1]
     known = (domains >= 0) & (domains < len(names))
-    used = np.where(first & known, eligible_per_domain[np.where(known, domains, len(names))], 0).sum(axis=1)
+    used = row_sum(np.where(first & known, eligible_per_domain[np.where(known, domains, len(names))], 0))
     choices = len(view.eligible) - used
     order: list[int] = short[np.lexsort((short, choices))].tolist()
     return order
@@ -348,7 +352,7 @@ def _move_pairs(now: np.ndarray, was: np.ndarray, topic: np.ndarray) -> tuple[np
     now, was = pad_to(now, width), pad_to(was, width)
     gone = (was != PAD) & ~row_contains(was, now)
     joined = (now != PAD) & ~row_contains(now, was)
-    rows = np.flatnonzero(gone.any(axis=1) & joined.any(axis=1))
+    rows = np.flatnonzero(row_any(gone) & row_any(joined))
     r, j, k = np.nonzero(gone[rows][:, :, None] & joined[rows][:, None, :])
     return topic[rows[r]].astype(np.int64), was[rows[r], j], now[rows[r], k]
 

@@ -39,6 +39,7 @@ from assigners.model import (
     pad_to,
     replica_matrix,
     row_contains,
+    row_sum,
     topic_codes,
 )
 from assigners.placement import Usage, keep_valid, replica_pressure
@@ -100,7 +101,7 @@ def _back_and_forth(baseline: np.ndarray, plan: np.ndarray, topics: np.ndarray) 
     baseline, plan = pad_to(baseline, width), pad_to(plan, width)
     gone = (baseline != PAD) & ~row_contains(baseline, plan)
     new = (plan != PAD) & ~row_contains(plan, baseline)
-    single = (gone.sum(axis=1) == 1) & (new.sum(axis=1) == 1)
+    single = (row_sum(gone) == 1) & (row_sum(new) == 1)
     a = baseline[single][gone[single]]
     b = plan[single][new[single]]
     t = topics[single]

@@ -22,7 +22,16 @@ from assigners.errors import (
     NoActiveBrokersError,
 )
 from assigners.leadership import LeaderRules
-from assigners.model import BROKER_STATES, PAD, ClusterView, Constraints, distinct_per_row, replica_matrix
+from assigners.model import (
+    BROKER_STATES,
+    PAD,
+    ClusterView,
+    Constraints,
+    distinct_per_row,
+    replica_matrix,
+    row_any,
+    row_sum,
+)
 
 
 def _tp(topic: object, partition: object) -> str:
@@ -89,10 +98,10 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
         _raise_if(_rows(partitions, bad, lists), "null broker id in a replica list", "partitions")
         raise InvalidInputError("unreadable replica lists", table="partitions")
     valid = matrix != PAD
-    empty = np.flatnonzero(~valid.any(axis=1))
+    empty = np.flatnonzero(~row_any(valid))
     _raise_if(_rows(partitions, empty), "empty replica list", "partitions")
     unknown_cells = valid & ~np.isin(matrix, np.fromiter(known, dtype=np.int64, count=len(known)))
-    unknown = np.flatnonzero(unknown_cells.any(axis=1))
+    unknown = np.flatnonzero(row_any(unknown_cells))
     _raise_if(
         [
             f"{row} unknown={matrix[i][unknown_cells[i]].tolist()}"
@@ -101,11 +110,11 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
         "replica on an unknown broker",
         "partitions",
     )
-    repeated = np.flatnonzero(distinct_per_row(matrix, valid) != valid.sum(axis=1))
+    repeated = np.flatnonzero(distinct_per_row(matrix, valid) != row_sum(valid))
     _raise_if(_rows(partitions, repeated, lists), "broker repeated in a replica list", "partitions")
     if "leader" in partitions:
         leaders = pd.to_numeric(partitions["leader"], errors="coerce").to_numpy()
-        outside = np.flatnonzero(~np.isnan(leaders) & ~(matrix == np.nan_to_num(leaders)[:, None]).any(axis=1))
+        outside = np.flatnonzero(~np.isnan(leaders) & ~row_any(matrix == np.nan_to_num(leaders)[:, None]))
         _raise_if(
             [f"{row} leader={int(leaders[i])}" for i, row in zip(outside, _rows(partitions, outside, lists))],
             "leader not among the replicas",
@@ -248,7 +257,7 @@ def plan_violations(
         matrix = replica_matrix(aligned["replicas"].tolist())
     valid = matrix != PAD
     rf = prepared_partitions["rf"].to_numpy(dtype=np.int64)
-    lengths = valid.sum(axis=1)
+    lengths = row_sum(valid)
     eligible = np.asarray(view.eligible, dtype=np.int64)
     required = view.required_domains_each(rf)
     spans = distinct_per_row(view.domain_matrix(matrix), valid)
@@ -256,7 +265,7 @@ def plan_violations(
         (lengths != rf, lambda i, reps: f"{len(reps)} replicas {reps}, replication factor is {rf[i]}"),
         (distinct_per_row(matrix, valid) != lengths, lambda i, reps: f"broker repeated in {reps}"),
         (
-            (valid & ~np.isin(matrix, eligible)).any(axis=1),
+            row_any(valid & ~np.isin(matrix, eligible)),
             lambda i, reps: f"replicas on ineligible brokers {[b for b in reps if b not in view.eligible]}",
         ),
         (spans < required, lambda i, reps: f"spans {spans[i]} racks, needs {required[i]}"),

@@ -32,7 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from assigners.model import PAD, matrix_rows, packed_left
+from assigners.model import (
+    PAD,
+    matrix_rows,
+    packed_left,
+    row_any,
+)
 
 SMALL_FIRST, LARGE_FIRST = "small_first", "large_first"
 MOVE_ORDERS = (SMALL_FIRST, LARGE_FIRST)
@@ -75,7 +80,7 @@ def urgency(
     phase[np.asarray(live_sizes) < np.asarray(target_sizes)] = UNDER_REPLICATED
     if len(removed) and removed.size:
         on_emptied = np.isin(removed, np.asarray(emptied, dtype=np.int64)) & (removed != PAD)
-        phase[on_emptied.any(axis=1)] = EMPTYING
+        phase[row_any(on_emptied)] = EMPTYING
     return phase
 
 
@@ -99,7 +104,7 @@ def assign_waves(
     """
     waves = np.zeros(len(has_move), dtype=np.int64)
     has_move = np.asarray(has_move, dtype=bool)
-    data = has_move & (touched != PAD).any(axis=1) if len(touched) else has_move & False
+    data = has_move & row_any(touched != PAD) if len(touched) else has_move & False
     packer = _Packer(touched, np.asarray(sizes, dtype=np.int64), caps)
     for p in sorted(set(np.asarray(phase)[data].tolist())):
         moves = np.flatnonzero(data & (phase == p))

@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd
 
 from assigners.metrics import lower_bound_per_weight
-from assigners.model import ClusterView, Constraints, argsort_small, positions, replica_matrix, topic_codes
+from assigners.model import (
+    ClusterView,
+    Constraints,
+    argsort_small,
+    positions,
+    replica_matrix,
+    row_any,
+    topic_codes,
+)
 from assigners.placement import Usage, may_replace, topic_move_counts
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
@@ -93,7 +101,7 @@ class GoalSearch:
         self.lead = position == 0
         live = replica_matrix(self.live.lists)
         # rows on a broker that does not hold their partition live (the plan moved them there)
-        self.moved_in = ~(live[part] == self.brokers[self.slot][:, None]).any(axis=1)
+        self.moved_in = ~row_any(live[part] == self.brokers[self.slot][:, None])
         self.live_matrix = live
         # per goal: each partition's amount as leader / as follower (lists for scalar lookups), each row's amount
         self.as_leader, self.as_follower = _amount_lists(resources)

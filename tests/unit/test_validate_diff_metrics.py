@@ -16,10 +16,15 @@ from assigners.model import (
     ClusterView,
     broker_codes,
     id_union,
+    packed_left,
     positions,
     prepare_brokers,
     prepare_partitions,
+    row_all,
+    row_any,
     row_contains,
+    row_sum,
+    sorted_rows,
 )
 from assigners.validate import plan_violations
 from tests.unit.clusters import brokers_frame, executed, partitions_frame, random_clusters
@@ -312,3 +317,27 @@ def test_row_contains_and_broker_codes_are_the_binary_search_answers(rows, known
     pos = np.clip(np.searchsorted(ids[order], matrix), 0, len(ids) - 1)
     expected = np.where((ids[order][pos] == matrix) & (matrix != PAD), codes[order][pos], -7)
     assert broker_codes(matrix, ids, codes, -7).tolist() == expected.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    width=st.integers(0, 11),
+    cells=st.lists(st.integers(-3, 3), max_size=11 * 12),
+    dtype=st.sampled_from([np.int64, np.int16, np.bool_]),
+)
+@example(width=3, cells=[2, -1, 2, 0, 0, 0, 3, 1, -3], dtype=np.int64)  # ties and padding in one row
+@example(width=0, cells=[], dtype=np.int64)  # no columns at all
+@example(width=9, cells=list(range(9, 0, -1)), dtype=np.int64)  # wider than NARROW: numpy's own
+def test_the_column_at_a_time_row_reductions_are_numpys_answers(width, cells, dtype):
+    rows = len(cells) // width if width else 4
+    matrix = np.array(cells[: rows * width], dtype=np.int64).reshape(rows, width).astype(dtype)
+    marked = matrix > 0
+    assert sorted_rows(matrix).tolist() == np.sort(matrix, axis=1).tolist()
+    assert sorted_rows(matrix).dtype == matrix.dtype
+    assert row_sum(matrix).tolist() == matrix.sum(axis=1).tolist()
+    assert row_any(marked).tolist() == marked.any(axis=1).tolist()
+    assert row_all(marked).tolist() == marked.all(axis=1).tolist()
+    expected = [
+        [v for v, m in zip(r, k) if m] + [PAD] * (width - int(k.sum())) for r, k in zip(matrix.tolist(), marked)
+    ]
+    assert packed_left(matrix.astype(np.int64), marked).tolist() == expected
