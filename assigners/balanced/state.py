@@ -390,20 +390,13 @@ class GoalSearch:
 
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
+        steps = self._steps_of(change)
+        return [_goal_loads_after(goal, steps) for goal in self._goal_rows]
+
+    def _steps_of(self, change: Change) -> list[tuple[int, int, bool, int, bool]]:
+        """Per step: (partition, slot it leaves, led there, slot it goes to, leads there)."""
         slot_of, part_of, lead_of = self._slot_of, self.part_of, self.lead
-        steps = [(part_of[row], slot_of[row], bool(lead_of[row]), slot, lead) for row, slot, lead, _ in change]
-        after = []
-        for load, capacity, as_leader, as_follower in self._goal_rows:  # each goal's in turn: the same sums
-            loads: dict[int, float] = {}
-            for i, old_slot, was_lead, slot, lead in steps:  # the amount in each role, read inline: per option
-                if old_slot not in loads:
-                    loads[old_slot] = load.item(old_slot)
-                loads[old_slot] -= (as_leader[i] if was_lead else as_follower[i]) / capacity[old_slot]
-                if slot not in loads:
-                    loads[slot] = load.item(slot)
-                loads[slot] += (as_leader[i] if lead else as_follower[i]) / capacity[slot]
-            after.append(loads)
-        return after
+        return [(part_of[row], slot_of[row], bool(lead_of[row]), slot, lead) for row, slot, lead, _ in change]
 
     def accepted(self, k: int, after: list[dict[int, float]]) -> bool:
         """Earlier goals accept: no broker rises above an earlier goal's threshold (or above where it was)."""
@@ -428,8 +421,9 @@ class GoalSearch:
                 for k in range(len(self.resources))
             ]
             self._limits = (self.steps, limits)
-        for loads, limit in zip(self.loads_after(change), self._limits[1]):
-            for value in loads.values():
+        steps = self._steps_of(change)
+        for goal, limit in zip(self._goal_rows, self._limits[1]):  # a goal at a time: most fail on the first
+            for value in _goal_loads_after(goal, steps).values():
                 if not value <= limit:
                     return False
         deltas: dict[int, int] = {}
@@ -527,6 +521,23 @@ class GoalSearch:
             ordered[slot] = _sorted_with(ordered[slot], lead, row, float(self.row_amount[self._by_role[0]][row]))
         for s, roles in ordered.items():
             self._by_role[1][s] = (int(self.version[s]), roles)
+
+
+def _goal_loads_after(
+    goal: tuple[np.ndarray, list[float], list[float], list[float]], steps: list[tuple[int, int, bool, int, bool]]
+) -> dict[int, float]:
+    """One goal's load (its load row, capacities, leader and follower amounts) on the brokers ``steps`` touch
+    (:meth:`GoalSearch._steps_of`), after them; the amount in each role read inline: asked per option."""
+    load, capacity, as_leader, as_follower = goal
+    loads: dict[int, float] = {}
+    for i, old_slot, was_lead, slot, lead in steps:
+        if old_slot not in loads:
+            loads[old_slot] = load.item(old_slot)
+        loads[old_slot] -= (as_leader[i] if was_lead else as_follower[i]) / capacity[old_slot]
+        if slot not in loads:
+            loads[slot] = load.item(slot)
+        loads[slot] += (as_leader[i] if lead else as_follower[i]) / capacity[slot]
+    return loads
 
 
 def _amount_lists(resources: list[Resource]) -> tuple[list[list[float]], list[list[float]]]:
