@@ -286,12 +286,13 @@ def refill(
     targets = rf.tolist()
     order = range(len(targets)) if rule is None else _fewest_choices_first(assignment, targets, view)
     count, weight_of = usage.count, view.weight_of  # fullness inline: asked twice per replica refilled
+    required = {target: view.required_domains(target) for target in set(targets)}  # asked per replica
     for i in order:
         target, replicas = targets[i], assignment[i]
         while len(replicas) < target:
             left = None if rule is None else [d for d in rule[1][i] if d not in replicas]  # live brokers it left
             avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
-            b = first_legal(ranked, i, replicas, target, usage, avoid)
+            b = first_legal(ranked, i, replicas, target, usage, avoid, required[target])
             if b is None:
                 raise_no_room(i, replicas, usage)
             del ranked[bisect.bisect_left(ranked, (count[b] / weight_of[b], b))]
@@ -459,6 +460,7 @@ def first_legal(
     target: int,
     usage: Usage,
     avoid: Callable[[int], bool] | None = None,
+    required: int | None = None,
 ) -> int | None:
     """Of the brokers ``ranked`` (``(key, broker)``, best first), the one to take the next replica of partition
     ``i`` (None: none may).
@@ -466,16 +468,18 @@ def first_legal(
     The first legal one in a rack the partition does not use yet, while it
     may still use one; else the first in a rack it uses where the rack rule
     still holds; those ``avoid`` names only when no other is legal. Takes
-    from ``ranked`` only as far as it needs to.
+    from ``ranked`` only as far as it needs to. ``required``: ``view.required_domains(target)``, where the
+    caller keeps it.
     """
     view = usage.view
-    used = {view.domain_of[b] for b in replicas}
-    required = view.required_domains(target)
+    domain_of = view.domain_of
+    used = {domain_of[b] for b in replicas}
+    if required is None:
+        required = view.required_domains(target)
     prefers_new_rack = len(used) < required or (view.rack_aware and len(used) < view.n_domains)
     old_rack_ok = len(used) + (target - len(replicas) - 1) >= required
     fallback: int | None = None
     avoided: int | None = None
-    domain_of = view.domain_of
     for _, b in ranked:
         new_rack = not prefers_new_rack or domain_of[b] not in used
         if not (new_rack or old_rack_ok):
