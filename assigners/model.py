@@ -561,21 +561,6 @@ def matrix_rows(matrix: np.ndarray, mask: np.ndarray | None = None) -> list[list
     return [grouped[j] for j in position.tolist()]
 
 
-def packed_left(matrix: np.ndarray, marked: np.ndarray) -> np.ndarray:
-    """The marked cells of each row moved to its left in their order, the rest padding.
-
-    Examples
-    --------
-    >>> packed_left(np.array([[4, 5, 6], [7, 8, 9]]), np.array([[False, True, True], [True, False, False]])).tolist()
-    [[5, 6, -1], [7, -1, -1]]
-    """
-    row, column = np.nonzero(marked)
-    packed = np.full(matrix.shape, PAD, dtype=np.int64)
-    rank = np.cumsum(marked, axis=1) if marked.shape[1] > NARROW else _column_cumsum(marked)
-    packed[row, (rank - 1)[row, column]] = matrix[row, column]
-    return packed
-
-
 # Row-wise reductions over the narrow replica matrices (a row per partition, a column per replica), a column at
 # a time: numpy reduces a 3-wide last axis 10-20x slower than it combines whole columns (10k x 3: any 140 -> 8 us,
 # sum 106 -> 14 us, sort 161 -> ~30 us). Wider matrices take numpy's own.
@@ -630,6 +615,21 @@ def _column_cumsum(cells: np.ndarray) -> np.ndarray:
         running = running + cells[:, j]
         out[:, j] = running
     return out
+
+
+def packed_left(matrix: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """The marked cells of each row moved to its left in their order, the rest padding.
+
+    Examples
+    --------
+    >>> packed_left(np.array([[4, 5, 6], [7, 8, 9]]), np.array([[False, True, True], [True, False, False]])).tolist()
+    [[5, 6, -1], [7, -1, -1]]
+    """
+    row, column = np.nonzero(marked)
+    packed = np.full(matrix.shape, PAD, dtype=np.int64)
+    rank = np.cumsum(marked, axis=1) if marked.shape[1] > NARROW else _column_cumsum(marked)
+    packed[row, (rank - 1)[row, column]] = matrix[row, column]
+    return packed
 
 
 def row_lengths(matrix: np.ndarray) -> np.ndarray:
