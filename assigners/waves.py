@@ -182,7 +182,7 @@ class _Packer:
         out: list[int] = []
         full, byte_cap = fill.full, caps.max_bytes_per_wave
         per_broker, broker_cap, wave_cap = fill.per_broker, caps.max_moves_per_broker, caps.max_moves_per_wave
-        moves, sizes = fill.moves, fill.bytes
+        moves, wave_bytes = fill.moves, fill.bytes
         touched = self.touched[order]  # each move's brokers listed without the padding
         for brokers, size in zip(matrix_rows(packed_left(touched, touched != PAD)), self.sizes[order].tolist()):
             taken = closed | fill.full_waves
@@ -201,7 +201,7 @@ class _Packer:
                 if n >= broker_cap:
                     full[b] = full.get(b, 0) | 1 << wave
             n = moves[wave] = moves.get(wave, 0) + 1
-            sizes[wave] = sizes.get(wave, 0) + size
+            wave_bytes[wave] = wave_bytes.get(wave, 0) + size
             if wave_cap and n >= wave_cap:
                 fill.full_waves |= 1 << wave
             out.append(wave)
