@@ -20,6 +20,7 @@ from assigners.cores import assign_cores
 from assigners.diff import DIFF_COLUMNS, diff_assignment
 from assigners.errors import PlanningError, UnknownStrategyError
 from assigners.leadership import LeaderRules, apply_leader_rules
+from assigners.live import drifted, settle_in_flight, uneven_replication_factors
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
 from assigners.model import (
     NOTES,
@@ -167,6 +168,11 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     validate_racks(brokers, request.constraints)
     validate_partitions(partitions, brokers["broker_id"])
     validate_loads(partitions)
+    partitions, in_flight = settle_in_flight(partitions)
+    notes.extend(in_flight)
+    if request.constraints.default_replication_factor is None:
+        notes.extend(uneven_replication_factors(partitions, set(request.constraints.replication_factor)))
+    drift = drifted(partitions) if request.has_previous_plan else []
     if "has_throughput" in partitions:
         missing = int((~partitions["has_throughput"].astype(bool)).sum())
         if missing:
@@ -185,7 +191,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         notes.append(f"config names what this cluster lacks: {'; '.join(warnings)}")
     notes.extend(assignment.attrs.get(NOTES, []))
     skip_reason = assignment.attrs.get(SKIP_REASON)
-    if skip_reason and not rules.active:
+    if drift:
+        notes.append(_drift_note(request, drift))
+    if skip_reason and not rules.active and not drift:
         notes = [*notes, *_still_pending(prepared, request), skip_reason]
         return PlanResult(SKIPPED, _empty_planned(), notes=notes, warnings=warnings)
     if not same_keys(prepared, assignment):
@@ -240,8 +248,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         epochs,
         in_plan,
         request,
-        forced=lambda: bool(plan_violations(prepared, _live_frame(prepared), view, rules, live, most=1)),
+        forced=lambda: bool(drift or plan_violations(prepared, _live_frame(prepared), view, rules, live, most=1)),
         notes=notes,
+        drifted=bool(drift),
     )
     return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
 
@@ -267,6 +276,17 @@ def _pending_note(request: PlanRequest, pending: int) -> str:
     )
 
 
+def _drift_note(request: PlanRequest, drift: list[str]) -> str:
+    """The plan in force no longer describes these partitions: this version starts from where they are."""
+    version = f"v{request.previous_version}" if request.previous_version else "the plan in force"
+    noun = "partition" if len(drift) == 1 else "partitions"
+    return (
+        f"{len(drift)} {noun} drifted from {version} (at neither its baseline nor its target), so this version "
+        f"starts from where {'it is' if len(drift) == 1 else 'they are'} and keeps the targets still legal: "
+        + "; ".join(drift)
+    )
+
+
 def _live_frame(prepared: pd.DataFrame) -> pd.DataFrame:
     return assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), prepared["current"])
 
@@ -279,14 +299,18 @@ def _judge(
     request: PlanRequest,
     forced: Callable[[], bool],
     notes: list[str],
+    drifted: bool = False,
 ) -> str:
     """committed, or skipped when the target is the plan in force or (unforced) makes the cluster worse.
 
-    ``forced``: does the live layout break a rule (so the plan must change it)? Asked only when the score drops.
+    ``forced``: does the live layout break a rule, or has it drifted from the plan in force (so a new version
+    must describe it)? Asked only when the score drops. ``drifted``: the plan in force no longer describes the
+    cluster, so even the same targets make a new version (its moves start from the drifted layout).
     """
     pending = metrics.partitions_moved
     same_as_previous = (
-        request.has_previous_plan
+        not drifted
+        and request.has_previous_plan
         and bool(in_plan.all())
         and request.previous_partitions == len(planned)
         and bool((planned["epoch"].to_numpy() == epochs.to_numpy()).all())

@@ -200,7 +200,7 @@ def _sql(argv: list[str]) -> int:
     parser.add_argument("--config")
     parser.add_argument("query", nargs="?", help="one SQL statement; omit it for a prompt (end statements with ;)")
     args = parser.parse_args(argv)
-    store = _store(args, needs=())
+    store = _store(args, needs=(), query=args.query)
     if store is None:
         return USAGE_ERROR
     from jobs.queries import register_views
@@ -253,8 +253,9 @@ def _first_lines(message: str) -> str:
     return "\n".join(head)
 
 
-def _store(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
-    """The table store of ``--warehouse``, or None (after saying why) when it or a needed table is missing.
+def _store(args: argparse.Namespace, needs: tuple[str, ...], query: str | None = None) -> Any:
+    """The table store of ``--warehouse``, or None (after saying why) when it or a needed table is missing, or
+    when ``query`` names a view whose table is missing.
 
     Checked before Spark starts, so a wrong path costs nothing.
     """
@@ -283,6 +284,17 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...]) -> Any:
     if missing:
         where = ", ".join(f"{n} at {locations[n]}" for n in missing)
         print(f"partition-planner: error: no Delta table {where} (warehouse {args.warehouse})", file=sys.stderr)
+        return None
+    from jobs.queries import missing_tables
+
+    lacking = missing_tables(query or "", set(present))
+    if lacking:
+        where = "; ".join(f"{t} at {locations[t]} (view {', '.join(v)})" for t, v in lacking.items())
+        print(
+            f"partition-planner: error: the query reads tables the warehouse {args.warehouse} lacks: no Delta "
+            f"table {where}" + ("; run plan first" if set(lacking) & {"plans", "moves", "plan_runs"} else ""),
+            file=sys.stderr,
+        )
         return None
     return open_store(get_spark(), args.warehouse, config.tables, config.store)
 

@@ -113,6 +113,8 @@ def _cluster(
             "leader": [r[0] for r in replicas],
             "size_bytes": (bytes_in * RETENTION_SECONDS * rng.uniform(0.2, 1.0, len(rf))).astype("int64"),
             "log_dirs": None,
+            "adding_replicas": None,
+            "removing_replicas": None,
         }
     )
     throughput = pd.DataFrame(

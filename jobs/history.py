@@ -125,13 +125,16 @@ def check_run_id_reuse(
         )
 
 
-def committed_plans(store: TableStore, history: History, clusters: list[str]) -> DataFrame | None:
-    """Rows of the last committed plan version (the plan in force) of each of ``clusters``; None if none has one."""
+def committed_plans(
+    store: TableStore, history: History, clusters: list[str], name: str = "plans"
+) -> DataFrame | None:
+    """Rows of the last committed plan version (the plan in force) of each of ``clusters`` in ``plans`` (or
+    ``moves``: where each changed partition started); None if none has one."""
     last = {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
     if not last:
         return None
     versions = sql_lookup({c: f"{v}L" for c, (v, _) in last.items()})
     runs = sql_lookup({c: sql_string(r) for c, (_, r) in last.items()})
-    return store.read("plans").where(
+    return store.read(name).where(
         f"cluster_id IN ({', '.join(map(sql_string, last))}) AND plan_version = {versions} AND run_id = {runs}"
     )

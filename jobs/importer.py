@@ -1,7 +1,7 @@
 """``partition-planner import``: one snapshot of a cluster from Kafka's own tool output.
 
-Every file is parsed (:mod:`jobs.kafka_formats`) and joined into the three input tables before Spark starts, so a
-bad file exits 2 with nothing written. The snapshot is then written as one logical step:
+Every file is parsed (:mod:`jobs.kafka_formats`) and joined into the three input tables before anything is
+written, so a bad file exits 2 with nothing written. The tables are written with delta-rs: no JVM starts. The snapshot is then written as one logical step:
 
 * each table's append records a Delta app transaction named after the cluster, the snapshot time and a digest
   of the files, so re-importing the same files at the same time writes nothing (a retried commit);
@@ -39,6 +39,7 @@ from jobs.kafka_formats import (
     parse_topics,
 )
 from jobs.units import human_duration
+from jobs.warehouse import TableUnreadableError, Warehouse
 from schemas import BROKERS, PARTITIONS, THROUGHPUT
 
 USAGE_ERROR = 2
@@ -97,7 +98,11 @@ def read_snapshot(sources: Sources, fan_out: float) -> Snapshot:
         *topics.notes,
         *partition_lines,
         *_named("offline (Leader: none)", topics.offline),
-        *_named("in the middle of a reassignment (imported with all replicas Kafka lists)", topics.reassigning),
+        *_named(
+            "in the middle of a reassignment (imported with Kafka's Adding / Removing Replicas; the planner plans "
+            "them from their target, Replicas minus Removing Replicas)",
+            topics.reassigning,
+        ),
         *broker_lines,
     ]
     if measured is not None:
@@ -263,7 +268,7 @@ def load_manifest(path: str) -> tuple[list[Sources], str | None]:
     return out, (ts.isoformat() if isinstance(ts, dt.datetime) else ts)
 
 
-# --- writing (Spark) ----------------------------------------------------------------------------------------------
+# --- writing (delta-rs, no Spark) ----------------------------------------------------------------------------------
 
 
 def app_id(cluster: str, ts: dt.datetime, digest: str) -> str:
@@ -272,17 +277,17 @@ def app_id(cluster: str, ts: dt.datetime, digest: str) -> str:
     return f"{APP_ID_PREFIX}-import/{cluster}/{ts.isoformat()}/{digest}"
 
 
-def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_out: float) -> list[str]:
+def write_snapshot(warehouse: Warehouse, snapshot: Snapshot, ts: dt.datetime | None, fan_out: float) -> list[str]:
     """Write one snapshot (``ts`` None: now, or the time of this import's interrupted earlier run); the lines
     say what was written. Raises :class:`ImportCollisionError`, writing nothing, when other files already
     made a snapshot of the cluster at that time."""
-    planned_times = _times(store, "partitions", snapshot.cluster)  # the snapshots the planner sees
-    ts = ts or _interrupted(store, snapshot, planned_times) or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    planned_times = _times(warehouse, "partitions", snapshot.cluster)  # the snapshots the planner sees
+    ts = ts or _interrupted(warehouse, snapshot, planned_times) or dt.datetime.now(dt.UTC).replace(microsecond=0)
     txn = app_id(snapshot.cluster, ts, snapshot.digest)
-    done = {name: store.already_recorded(name, {txn: 1}) for name in WRITE_ORDER}
+    done = {name: (warehouse.txn_version(name, txn) or 0) >= 1 for name in WRITE_ORDER}
     if all(done.values()):
         return [already_line(snapshot, ts)]
-    taken = [n for n in WRITE_ORDER if not done[n] and _has_rows(store, n, snapshot.cluster, ts)]
+    taken = [n for n in WRITE_ORDER if not done[n] and ts in _times(warehouse, n, snapshot.cluster)]
     if taken:
         tables = f"table {taken[0]} already holds" if len(taken) == 1 else f"tables {', '.join(taken)} already hold"
         raise ImportCollisionError(
@@ -292,7 +297,7 @@ def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_o
     lines = []
     throughput = snapshot.throughput
     if throughput is None:
-        throughput, line = _estimate(store, snapshot, ts, fan_out, planned_times)
+        throughput, line = _estimate(warehouse, snapshot, ts, fan_out, planned_times)
         lines.append(line)
     frames = {"throughput": throughput, "brokers": snapshot.brokers, "partitions": snapshot.partitions}
     metadata = {"writer": "partition-planner import", "digest": snapshot.digest}
@@ -301,55 +306,35 @@ def write_snapshot(store: Any, snapshot: Snapshot, ts: dt.datetime | None, fan_o
             continue
         frame = frames[name].assign(cluster_id=snapshot.cluster, snapshot_ts=pd.Timestamp(ts))
         spec = SPECS[name]
-        df = store.spark.createDataFrame(
-            frame[spec.column_names].astype(object).where(frame.notna(), None), spec.spark_schema()
-        )
-        store.append(name, df, txns={txn: 1}, metadata=metadata)  # also when empty: it records the import
+        # also when empty: the commit records the import
+        warehouse.append(spec, frame.astype(object).where(frame.notna(), None), txn, metadata)
         if len(frame):
             lines.append(f"wrote {len(frame):,} rows to table {name}")
     return [f"snapshot {ts.isoformat()} of cluster {snapshot.cluster}", *lines]
 
 
-def _interrupted(store: Any, snapshot: Snapshot, planned_times: set[dt.datetime]) -> dt.datetime | None:
+def _interrupted(warehouse: Warehouse, snapshot: Snapshot, planned_times: set[dt.datetime]) -> dt.datetime | None:
     """The time of an import of these same files that wrote brokers or throughput but not partitions."""
     candidates: set[dt.datetime] = set()
     for name in ("throughput", "brokers"):
-        candidates |= _times(store, name, snapshot.cluster)
+        candidates |= _times(warehouse, name, snapshot.cluster)
     for ts in sorted(candidates - planned_times, reverse=True):
         txn = app_id(snapshot.cluster, ts, snapshot.digest)
-        if any(store.txn_version(n, txn) for n in ("throughput", "brokers")):
+        if any(warehouse.txn_version(n, txn) for n in ("throughput", "brokers")):
             return ts
     return None
 
 
-def _times(store: Any, name: str, cluster: str) -> set[dt.datetime]:
-    from pyspark.sql import functions as F
-
-    from jobs.inputs import from_micros
-
-    if not store.exists(name):
+def _times(warehouse: Warehouse, name: str, cluster: str) -> set[dt.datetime]:
+    """The snapshot times of a cluster in one input table (none when there is no table)."""
+    if not warehouse.exists(name):
         return set()
-    rows = (
-        store.read(name)
-        .where(F.col("cluster_id") == cluster)
-        .select(F.unix_micros("snapshot_ts").alias("ts"))
-        .distinct()
-        .collect()
-    )
-    return {from_micros(r["ts"]) for r in rows}
-
-
-def _has_rows(store: Any, name: str, cluster: str, ts: dt.datetime) -> bool:
-    from pyspark.sql import functions as F
-
-    if not store.exists(name):
-        return False
-    rows = store.read(name).where((F.col("cluster_id") == cluster) & (F.col("snapshot_ts") == F.lit(ts)))
-    return bool(rows.limit(1).count())
+    stamps = warehouse.frame(name, cluster, columns=["snapshot_ts"])["snapshot_ts"]
+    return {pd.Timestamp(t).to_pydatetime() for t in stamps.drop_duplicates()}
 
 
 def _estimate(
-    store: Any, snapshot: Snapshot, ts: dt.datetime, fan_out: float, planned_times: set[dt.datetime]
+    warehouse: Warehouse, snapshot: Snapshot, ts: dt.datetime, fan_out: float, planned_times: set[dt.datetime]
 ) -> tuple[pd.DataFrame, str]:
     """Throughput from size growth since the cluster's newest earlier snapshot, and the line that says so."""
     empty = pd.DataFrame(columns=THROUGHPUT.column_names[2:])
@@ -360,16 +345,9 @@ def _estimate(
             "to estimate from): the planner gives these partitions zero load"
         )
     before = earlier[-1]
-    from pyspark.sql import functions as F
-
-    previous = (
-        store.read("partitions")
-        .where((F.col("cluster_id") == snapshot.cluster) & (F.col("snapshot_ts") == F.lit(before)))
-        .select("topic", "partition", "size_bytes")
-        .toPandas()
-    )
+    previous = warehouse.snapshot("partitions", snapshot.cluster, pd.Timestamp(before))
     seconds = (ts - before).total_seconds()
-    rates = estimate_throughput(snapshot.partitions, previous, seconds, fan_out)
+    rates = estimate_throughput(snapshot.partitions, previous[["topic", "partition", "size_bytes"]], seconds, fan_out)
     return rates, (
         f"throughput: ESTIMATED from size growth over {human_duration(seconds)} (since the snapshot of "
         f"{before.isoformat()}) for {len(rates):,} of {len(snapshot.partitions):,} partitions; bytes_out = "
@@ -422,6 +400,12 @@ def main(argv: list[str] | None = None) -> int:
             sources = [Sources(args.cluster, args.topics, args.brokers, args.log_dirs, args.throughput)]
             manifest_ts = None
         ts = _parse_ts(args.snapshot_ts or manifest_ts)
+        if ts is not None and ts > dt.datetime.now(dt.UTC) + config.max_clock_skew:
+            print(
+                f"partition-planner: warning: --snapshot-ts {ts.isoformat()} is in the future: plan ignores a "
+                "snapshot dated after now plus max_clock_skew until then (--as-of selects it)",
+                file=sys.stderr,
+            )
         snapshots = [read_snapshot(s, fan_out) for s in sources]  # every file parsed before anything is written
     except (ImportFileError, ConfigError) as exc:
         return _error(exc)
@@ -429,45 +413,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_all(warehouse: str, config: Any, snapshots: list[Snapshot], ts: dt.datetime | None, fan_out: float) -> int:
-    """Write each snapshot; Spark starts only when one is not in the warehouse yet (a rerun takes seconds)."""
+    """Write each snapshot with delta-rs (no JVM: a rerun or a small cluster takes a second)."""
     code = 0
-    pending = []
+    tables = Warehouse(warehouse, config.tables)
     for snapshot in snapshots:
-        if ts is not None and _recorded_everywhere(warehouse, config, snapshot, ts):
-            print(already_line(snapshot, ts))
-            print("\n".join(f"  {line}" for line in snapshot.lines))
-        else:
-            pending.append(snapshot)
-    if not pending:
-        return code
-    from jobs.plan import setup_logging
-    from jobs.session import get_spark
-    from jobs.store import open_store
-
-    setup_logging("WARNING")
-    store = open_store(get_spark(), warehouse, config.tables, config.store)
-    for snapshot in pending:
         try:
-            written = write_snapshot(store, snapshot, ts, fan_out)
+            written = write_snapshot(tables, snapshot, ts, fan_out)
         except ImportCollisionError as exc:
             code = _error(exc)
             continue
+        except TableUnreadableError as exc:
+            print(f"partition-planner: error: {exc}", file=sys.stderr)
+            return 1
         print("\n".join([written[0], *(f"  {line}" for line in snapshot.lines + written[1:])]))
     return code
-
-
-def _recorded_everywhere(warehouse: str, config: Any, snapshot: Snapshot, ts: dt.datetime) -> bool:
-    """Do all three tables' logs record this import already? (read with delta-rs, without Spark)"""
-    from deltalake import DeltaTable
-
-    from jobs.warehouse import table_location
-
-    txn = app_id(snapshot.cluster, ts, snapshot.digest)
-    for name in WRITE_ORDER:
-        location = table_location(warehouse, config.tables, name)
-        if not DeltaTable.is_deltatable(location) or (DeltaTable(location).transaction_version(txn) or 0) < 1:
-            return False
-    return True
 
 
 def already_line(snapshot: Snapshot, ts: dt.datetime) -> str:

@@ -165,13 +165,23 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def stacked_inputs(
-    store: TableStore, snapshots: dict[str, dt.datetime], plans_df: DataFrame | None = None
+    store: TableStore,
+    snapshots: dict[str, dt.datetime],
+    plans_df: DataFrame | None = None,
+    moves_df: DataFrame | None = None,
 ) -> DataFrame:
-    """The snapshot's partitions, the rates measured at or before it and the previous plan, in one frame."""
+    """The snapshot's partitions, the rates measured at or before it and the previous plan (its targets and the
+    baselines of its moves), in one frame."""
     partitions = store.read("partitions").where(at_snapshots(snapshots))
     rates = store.read("throughput").where(at_snapshots(snapshots, "<="))
     stacked = _as_plan_input(
-        partitions, "partition", replicas="replicas", leader="leader", size_bytes="size_bytes"
+        partitions,
+        "partition",
+        replicas="replicas",
+        leader="leader",
+        size_bytes="size_bytes",
+        adding_replicas="coalesce(adding_replicas, array())",
+        removing_replicas="coalesce(removing_replicas, array())",
     ).unionByName(
         _as_plan_input(
             rates, "throughput", measured_ts="snapshot_ts", bytes_in="bytes_in_per_sec", bytes_out="bytes_out_per_sec"
@@ -181,6 +191,8 @@ def stacked_inputs(
         stacked = stacked.unionByName(
             _as_plan_input(plans_df, "previous", replicas="replicas", epoch="epoch", cores="coalesce(cores, array())")
         )
+    if moves_df is not None:
+        stacked = stacked.unionByName(_as_plan_input(moves_df, "previous_move", replicas="from_replicas"))
     return stacked
 
 
@@ -211,10 +223,14 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
     each with its newest rates measured at or before the snapshot
     (``has_throughput`` False and null rates when there are none) and the
     previous plan's ``previous_replicas`` / ``previous_epoch`` / ``previous_cores`` (null when the
-    plan lacks it).
+    plan lacks it) and ``previous_baseline``, where that plan started: its move's ``from_replicas``, else
+    (a partition it left alone) its target. Reassignments in flight keep ``adding_replicas`` /
+    ``removing_replicas`` (None when none).
     """
     source = inputs["source"]
-    partitions = inputs.loc[source == "partition", [*_KEYS, "replicas", "leader", "size_bytes"]]
+    partitions = inputs.loc[
+        source == "partition", [*_KEYS, "replicas", "leader", "size_bytes", "adding_replicas", "removing_replicas"]
+    ]
     # ties on the timestamp are broken by value, so the pick never depends on row order
     rates = (
         inputs.loc[source == "throughput", [*_KEYS, "measured_ts", "bytes_in", "bytes_out"]]
@@ -226,10 +242,19 @@ def assemble_partitions(inputs: pd.DataFrame) -> pd.DataFrame:
     previous = inputs.loc[source == "previous", [*_KEYS, "replicas", "epoch", "cores"]].rename(
         columns={"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"}
     )
+    baselines = inputs.loc[source == "previous_move", [*_KEYS, "replicas"]].rename(
+        columns={"replicas": "previous_baseline"}
+    )
     out = partitions.merge(rates, on=_KEYS, how="left").merge(previous, on=_KEYS, how="left")
     out["has_throughput"] = out["has_throughput"].astype("boolean").fillna(False).astype(bool)
     planned = out["previous_replicas"].astype(object)
     out["previous_replicas"] = planned.where(planned.notna(), None)  # merge fills NaN; the planner wants None
+    if len(baselines):
+        out = out.merge(baselines, on=_KEYS, how="left")
+        started = out["previous_baseline"].astype(object)
+        out["previous_baseline"] = started.where(started.notna(), out["previous_replicas"])
+    elif len(previous):
+        out["previous_baseline"] = out["previous_replicas"]
     return out.reset_index(drop=True)
 
 

@@ -38,6 +38,7 @@ import pandas as pd
 
 TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's legal topic names (Topic.validate)
 STATES = ("active", "draining", "dead")
+IN_FLIGHT_COLUMNS = ("adding_replicas", "removing_replicas")  # a reassignment in flight (KIP-455), else None
 
 
 class ImportFileError(ValueError):
@@ -49,8 +50,9 @@ class ImportFileError(ValueError):
 
 @dataclass(frozen=True)
 class TopicsFile:
-    """The partitions of a topics file: ``topic, partition, replicas, leader, log_dirs`` (leader None: offline;
-    log_dirs only from a reassignment JSON that has them)."""
+    """The partitions of a topics file: ``topic, partition, replicas, leader, log_dirs, adding_replicas,
+    removing_replicas`` (leader None: offline; log_dirs only from a reassignment JSON that has them; the last two
+    only for a partition in the middle of a reassignment, whose ``replicas`` is Kafka's union of both ends)."""
 
     partitions: pd.DataFrame
     form: str
@@ -122,17 +124,19 @@ def _fields(line: str) -> dict[str, str]:
 
 
 def _describe(text: str, file: str) -> TopicsFile:
-    rows: list[tuple[str, int, list[int], int | None]] = []
+    rows: list[tuple[str, int, list[int], int | None, list[int] | None, list[int] | None]] = []
     first_seen: dict[tuple[str, int], int] = {}
-    headers: dict[str, tuple[int, int]] = {}
+    headers: dict[str, _Header] = {}
     offline: list[str] = []
     reassigning: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"line {number}"
         cells = _fields(line)
         if "Partition" in cells:
+            _cut_short(text, number, len(lines), file)
             topic = _topic_name(cells.get("Topic"), file, where)
             partition = _whole(cells["Partition"], file, where, "Partition")
             key = (topic, partition)
@@ -147,14 +151,21 @@ def _describe(text: str, file: str) -> TopicsFile:
             leader = _leader(cells.get("Leader"), replicas, file, where)
             if leader is None:
                 offline.append(f"{topic}:{partition}")
-            if cells.get("Adding Replicas") or cells.get("Removing Replicas"):
+            adding, removing = _in_flight(cells, replicas, file, where)
+            if adding or removing:
                 reassigning.append(f"{topic}:{partition}")
-            rows.append((topic, partition, replicas, leader))
+            _check_replication_factor(headers.get(topic), topic, partition, replicas, adding, removing, file, where)
+            rows.append((topic, partition, replicas, leader, adding, removing))
         elif "Topic" in cells and ("PartitionCount" in cells or "Configs" in cells):
             topic = _topic_name(cells["Topic"], file, where)
             count = cells.get("PartitionCount")
+            rf = cells.get("ReplicationFactor")
             if count is not None:
-                headers[topic] = (number, _whole(count, file, where, "PartitionCount"))
+                headers[topic] = _Header(
+                    number,
+                    _whole(count, file, where, "PartitionCount"),
+                    None if rf is None else _whole(rf, file, where, "ReplicationFactor"),
+                )
         else:
             raise ImportFileError(
                 file,
@@ -163,7 +174,7 @@ def _describe(text: str, file: str) -> TopicsFile:
                 f"('Topic: … Partition: … Leader: … Replicas: …'), found {_shown(line)}",
             )
     _check_counts(headers, first_seen, file)
-    frame = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader"])
+    frame = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader", *IN_FLIGHT_COLUMNS])
     frame["leader"] = frame["leader"].astype("Int64")
     frame["log_dirs"] = None
     notes = (
@@ -177,18 +188,98 @@ def _describe(text: str, file: str) -> TopicsFile:
     return TopicsFile(frame, "kafka-topics --describe", offline, reassigning, notes)
 
 
-def _check_counts(headers: dict[str, tuple[int, int]], seen: dict[tuple[str, int], int], file: str) -> None:
+@dataclass(frozen=True)
+class _Header:
+    """A topic's header line: where it is, its PartitionCount and its ReplicationFactor (None: not printed)."""
+
+    line: int
+    partitions: int
+    replication_factor: int | None
+
+
+def _cut_short(text: str, number: int, last: int, file: str) -> None:
+    """Kafka ends every line it prints with a line break: a last partition line without one was cut (its replica
+    list may have lost brokers without looking wrong)."""
+    if number == last and not text.endswith(("\n", "\r")):
+        raise ImportFileError(
+            file,
+            f"line {number}",
+            "the file ends inside this partition line (no line break after it): truncated file? "
+            "Kafka's output ends every line with one",
+        )
+
+
+def _in_flight(
+    cells: dict[str, str], replicas: list[int], file: str, where: str
+) -> tuple[list[int] | None, list[int] | None]:
+    """``Adding Replicas`` / ``Removing Replicas`` of a partition being reassigned (None when absent): Kafka
+    lists both inside ``Replicas`` (KIP-455), so each must be a subset of it."""
+    out: list[list[int] | None] = []
+    for name in ("Adding Replicas", "Removing Replicas"):
+        value = cells.get(name, "").strip()
+        brokers = _broker_list(value, file, where, name) if value else None
+        stray = sorted(set(brokers or []) - set(replicas))
+        if stray:
+            raise ImportFileError(
+                file, where, f"{name}: {_ids(stray)} not among Replicas: {_ids(replicas)} (Kafka lists both there)"
+            )
+        out.append(brokers)
+    adding, removing = out
+    if removing is not None and len(removing) >= len(replicas):
+        raise ImportFileError(file, where, f"Removing Replicas: {_ids(removing)} would leave no replica")
+    return adding, removing
+
+
+def _check_replication_factor(
+    header: _Header | None,
+    topic: str,
+    partition: int,
+    replicas: list[int],
+    adding: list[int] | None,
+    removing: list[int] | None,
+    file: str,
+    where: str,
+) -> None:
+    """A partition line's replica count against its topic header's ReplicationFactor: a line cut inside its
+    replica list would otherwise lower the partition's replication factor without a word. Mid-reassignment,
+    Kafka's header counts the replicas before it (Replicas minus Adding); the target (minus Removing) may
+    differ only where the reassignment changes the factor."""
+    if header is None or header.replication_factor is None:
+        return
+    rf = header.replication_factor
+    origin = len(replicas) - len(adding or [])
+    target = len(replicas) - len(removing or [])
+    moving = bool(adding or removing)
+    if (rf in (origin, target)) if moving else len(replicas) == rf:
+        return
+    counted = f"{len(replicas)} broker{'s' if len(replicas) != 1 else ''}"
+    if moving:
+        counted += f" ({target} after the reassignment in flight, {origin} before it)"
+    raise ImportFileError(
+        file,
+        where,
+        f"partition {topic}:{partition}: Replicas: {_ids(replicas)} lists {counted}, but the topic's header "
+        f"(line {header.line}) says ReplicationFactor: {rf}; truncated line? (a topic whose partitions really "
+        "differ in replication factor imports from a reassignment JSON)",
+    )
+
+
+def _ids(brokers: list[int]) -> str:
+    return ",".join(map(str, brokers))
+
+
+def _check_counts(headers: dict[str, _Header], seen: dict[tuple[str, int], int], file: str) -> None:
     """A topic's header says how many partitions follow: fewer means the file was cut short."""
     found: dict[str, int] = {}
     for topic, _ in seen:
         found[topic] = found.get(topic, 0) + 1
-    for topic, (number, count) in headers.items():
-        if found.get(topic, 0) != count:
+    for topic, header in headers.items():
+        if found.get(topic, 0) != header.partitions:
             raise ImportFileError(
                 file,
-                f"line {number}",
-                f"topic {topic}: its header says PartitionCount: {count}, but {found.get(topic, 0)} partition "
-                "lines are in the file (truncated, or describe run with a filter?)",
+                f"line {header.line}",
+                f"topic {topic}: its header says PartitionCount: {header.partitions}, but {found.get(topic, 0)} "
+                "partition lines are in the file (truncated, or describe run with a filter?)",
             )
 
 
@@ -236,6 +327,8 @@ def _reassignment_json(text: str, file: str) -> TopicsFile:
         rows.append((topic, partition, replicas, replicas[0], _json_log_dirs(entry, len(replicas), file, path)))
     frame = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader", "log_dirs"])
     frame["leader"] = frame["leader"].astype("Int64")
+    for column in IN_FLIGHT_COLUMNS:
+        frame[column] = None
     return TopicsFile(frame, "reassignment JSON")
 
 

@@ -42,7 +42,10 @@ def build_inputs(
 ) -> tuple[DataFrame, DataFrame]:
     """(stacked partition, throughput and previous-plan rows as ``schemas.PLAN_INPUT``, brokers) of the snapshots."""
     brokers_df = store.read("brokers").where(at_snapshots(snapshots))
-    return stacked_inputs(store, snapshots, committed_plans(store, history, list(snapshots))), brokers_df
+    clusters = list(snapshots)
+    plans_df = committed_plans(store, history, clusters)
+    moves_df = committed_plans(store, history, clusters, "moves") if plans_df is not None else None
+    return stacked_inputs(store, snapshots, plans_df, moves_df), brokers_df
 
 
 def _size_limits(store: TableStore, snapshots: dict[str, dt.datetime], limit: int | None) -> dict[str, str]:

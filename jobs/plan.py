@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import logging
 import sys
+from typing import Any
 
 log = logging.getLogger("partition_planner.plan")
 
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         warehouse = args.warehouse or config.warehouse
         if not warehouse:
             raise ConfigError("no warehouse: pass --warehouse or set job.warehouse in the config")
+        check_usage(warehouse, config, args)
         spark = get_spark()
         store = open_store(spark, warehouse, config.tables, config.store)
         log.info("config source=%s warehouse=%s store=%s", config.source, warehouse, store.backend)
@@ -133,6 +135,34 @@ def run(args: argparse.Namespace) -> int:
             for note in outcome.notes:
                 print(f"{'':<16}note: {note}")
     return report.exit_code
+
+
+def check_usage(warehouse: str, config: Any, args: argparse.Namespace) -> None:
+    """The usage errors found before Spark starts (a JVM costs seconds): an empty ``--run-id``, no partitions
+    table, a ``--cluster`` the partitions table has no snapshot of (read with delta-rs)."""
+    from jobs.stages import UsageError
+    from jobs.store import TableNotFoundError
+    from jobs.warehouse import TableUnreadableError, Warehouse
+
+    if args.run_id is not None and not args.run_id.strip():
+        raise UsageError("--run-id is empty: give a non-empty id, or drop the flag to derive one")
+    tables = Warehouse(warehouse, config.tables)
+    if not tables.exists("partitions"):
+        raise TableNotFoundError(
+            f"table partitions: no Delta table at {tables.location('partitions')} (warehouse {warehouse}); "
+            "write snapshots first (partition-planner import, or demo)"
+        )
+    if args.clusters:
+        try:
+            known = tables.snapshot_clusters()
+        except TableUnreadableError:
+            return  # the job names an unreadable table itself, with its exit code
+        unknown = sorted(set(args.clusters) - known)
+        if unknown:
+            raise UsageError(
+                f"no snapshot in table partitions for cluster(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known)) or 'none'})"
+            )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs.warehouse import first_line, table_location
+from jobs.warehouse import add_new_columns, first_line, table_location
 from schemas import ALL_TABLES, OUTPUT_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
@@ -381,7 +381,7 @@ class DeltaRsStore(TableStore):
                 *adds,
                 *(RemoveAction(p, True, now_ms, size, dict[str, str | None](pv)) for p, size, pv in removes),
             ]
-            if _add_new_columns(uri, arrow_schema) and expect_version is not None:
+            if add_new_columns(uri, arrow_schema) and expect_version is not None:
                 raise ConcurrentCommitError(f"table {name} gained columns; its version moved on")
             # reloaded right before committing; at the expected version, a commit that lost the race fails
             table = DeltaTable(uri, version=expect_version) if expect_version is not None else DeltaTable(uri)
@@ -476,19 +476,6 @@ class DeltaRsStore(TableStore):
             .drop("_file")
         )
         return removes, kept.localCheckpoint()
-
-
-def _add_new_columns(uri: str, arrow_schema: pa.Schema) -> bool:
-    """Columns a newer release added to an output table join its log schema (one extra commit, once)."""
-    from deltalake import DeltaTable, Schema
-
-    table = DeltaTable(uri)
-    have = set(pa.schema(table.schema().to_arrow()).names)
-    new = [f for f in arrow_schema if f.name not in have]
-    if new:
-        table.alter.add_columns(list(Schema.from_arrow(pa.schema(new)).fields))
-        log.info("schema table=%s added columns %s", uri, [f.name for f in new])
-    return bool(new)
 
 
 def _path_key(path: str) -> str:

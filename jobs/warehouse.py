@@ -1,5 +1,6 @@
-"""The read side without Spark: committed plans, moves and snapshots straight from the Delta log (delta-rs,
-pyarrow), for ``export``, ``status`` and ``report``, which start in about a second.
+"""The Delta tables without Spark: committed plans, moves and snapshots straight from the Delta log (delta-rs,
+pyarrow), for ``export``, ``status`` and ``report``, which start in about a second; and ``import``'s appends
+(:meth:`Warehouse.append`), so no command but ``plan``, ``demo`` and ``sql`` starts a JVM.
 
 Readers only ever see committed plan versions: a ``plans`` / ``moves`` row counts when a ``plan_runs`` row with
 ``status = 'committed'`` names its run, cluster and version (DESIGN.md). ``sql`` keeps Spark SQL
@@ -9,6 +10,8 @@ Readers only ever see committed plan versions: a ``plans`` / ``moves`` row count
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import os
 import posixpath
 from collections.abc import Mapping
@@ -16,8 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from deltalake import DeltaTable
 
+from schemas import TableSpec
+
+log = logging.getLogger(__name__)
 COMMIT_KEYS = ["cluster_id", "plan_version", "run_id"]
 
 
@@ -73,6 +80,44 @@ class Warehouse:
                 f"table {name} at {self.location(name)} cannot be read: {first_line(exc)}"
             ) from exc
         return table.to_pandas()
+
+    def txn_version(self, name: str, app_id: str) -> int | None:
+        """The version the table's log records for an app transaction (None: never, or no table)."""
+        if not self.exists(name):
+            return None
+        return self.table(name).transaction_version(app_id)
+
+    def append(self, spec: TableSpec, frame: pd.DataFrame, app_id: str, metadata: Mapping[str, str]) -> bool:
+        """Append ``frame`` (the spec's columns) to table ``spec.name`` in one Delta commit that records app
+        transaction ``app_id`` at version 1; False, writing nothing, when the log records it already (a retried
+        append). Creates the table with the contract's schema; a table from before a release that added columns
+        gains them first (one schema commit)."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        location = self.location(spec.name)
+        if (self.txn_version(spec.name, app_id) or 0) >= 1:
+            return False
+        if self.exists(spec.name):
+            add_new_columns(location, spec.arrow_schema())
+        rows = pa.Table.from_pandas(frame[spec.column_names], schema=spec.arrow_schema(), preserve_index=False)
+        write_deltalake(
+            location,
+            rows,
+            mode="append",
+            partition_by=list(spec.partition_by) or None,
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(app_id, 1)],
+                custom_metadata={"userMetadata": json.dumps(dict(metadata), sort_keys=True)},
+            ),
+        )
+        self._tables.pop(spec.name, None)  # read it anew next time
+        return True
+
+    def snapshot_clusters(self) -> set[str]:
+        """The clusters table ``partitions`` holds snapshots of, read from one column (no Spark)."""
+        import pyarrow.compute as pc
+
+        return set(pc.unique(self.table("partitions").to_pyarrow_table(columns=["cluster_id"])["cluster_id"]).to_pylist())
 
     def committed_runs(self, cluster_id: str | None = None) -> pd.DataFrame:
         """The ``plan_runs`` rows of committed versions, oldest first."""
@@ -140,6 +185,19 @@ class Warehouse:
         if name == "throughput":
             return rows[rows["snapshot_ts"] <= snapshot_ts].reset_index(drop=True)
         return rows[rows["snapshot_ts"] == snapshot_ts].reset_index(drop=True)
+
+
+def add_new_columns(uri: str, arrow_schema: pa.Schema) -> bool:
+    """Columns a newer release added to a table join its log schema (one extra commit, once)."""
+    from deltalake import Schema
+
+    table = DeltaTable(uri)
+    have = set(pa.schema(table.schema().to_arrow()).names)
+    new = [f for f in arrow_schema if f.name not in have]
+    if new:
+        table.alter.add_columns(list(Schema.from_arrow(pa.schema(new)).fields))
+        log.info("schema table=%s added columns %s", uri, [f.name for f in new])
+    return bool(new)
 
 
 def orphan_predicate(orphans: list[tuple[str, int, str]]) -> str:

@@ -151,6 +151,18 @@ PARTITIONS = TableSpec(
             comment="log dir of each replica, aligned with replicas (null: unknown); written by import",
             optional=True,
         ),
+        Column(
+            "adding_replicas",
+            "array<int>",
+            comment="mid-reassignment (KIP-455): brokers being added, all among replicas; null when none",
+            optional=True,
+        ),
+        Column(
+            "removing_replicas",
+            "array<int>",
+            comment="mid-reassignment: brokers being removed, all among replicas; the target is replicas minus these",
+            optional=True,
+        ),
     ),
 )
 
@@ -270,10 +282,15 @@ PLAN_INPUT = TableSpec(
     "plan_input",
     _cols(
         ("cluster_id", "string", NOT_NULL),
-        ("source", "string", NOT_NULL, "partition | throughput | previous"),
+        ("source", "string", NOT_NULL, "partition | throughput | previous | previous_move"),
         ("topic", "string", NOT_NULL),
         ("partition", "int", NOT_NULL),
-        ("replicas", "array<int>", True, "partition: live replicas; previous: the plan in force's replicas"),
+        (
+            "replicas",
+            "array<int>",
+            True,
+            "partition: live replicas; previous: the plan in force's replicas; previous_move: its from_replicas",
+        ),
         ("leader", "int", True, "partition rows: current leader"),
         ("size_bytes", "long", True, "partition rows"),
         ("measured_ts", "timestamp", True, "throughput rows: end of the measurement window"),
@@ -281,6 +298,8 @@ PLAN_INPUT = TableSpec(
         ("bytes_out", "double", True, "throughput rows"),
         ("epoch", "long", True, "previous rows: the plan's epoch"),
         ("cores", "array<int>", True, "previous rows: the plan's core per replica (assign_cores), else empty"),
+        ("adding_replicas", "array<int>", True, "partition rows: mid-reassignment, brokers being added; else empty"),
+        ("removing_replicas", "array<int>", True, "partition rows: mid-reassignment, brokers being removed; else empty"),
     ),
 )
 

@@ -225,17 +225,17 @@ def test_a_bad_file_exits_2_naming_file_and_line_and_writes_nothing(spark, wareh
 
 
 def test_an_interrupted_import_is_invisible_and_rerunning_it_completes_it(spark, warehouse, tmp_path, monkeypatch):
-    from jobs.store import DeltaRsStore
+    from jobs.warehouse import Warehouse
 
     paths = write_files(tmp_path, demo_fleet(), "cluster-1")
-    real_append = DeltaRsStore.append
+    real_append = Warehouse.append
 
-    def killed_before_partitions(self, name, *args, **kwargs):
-        if name == "partitions":
+    def killed_before_partitions(self, spec, *args, **kwargs):
+        if spec.name == "partitions":
             raise RuntimeError("killed")
-        return real_append(self, name, *args, **kwargs)
+        return real_append(self, spec, *args, **kwargs)
 
-    monkeypatch.setattr(DeltaRsStore, "append", killed_before_partitions)
+    monkeypatch.setattr(Warehouse, "append", killed_before_partitions)
     with pytest.raises(RuntimeError, match="killed"):
         import_files(warehouse, "cluster-1", paths)
     monkeypatch.undo()

@@ -38,13 +38,17 @@ def test_stacked_inputs_keep_rates_up_to_the_snapshot_and_the_previous_plan(spar
         [("c", "t", 0, [3, 1], 4, [0, 2])],
         "cluster_id string, topic string, partition int, replicas array<int>, epoch long, cores array<int>",
     )
-    actual = stacked_inputs(store, {"c": T2}, plans)
+    moves = spark.createDataFrame(
+        [("c", "t", 0, [1, 2])], "cluster_id string, topic string, partition int, from_replicas array<int>"
+    )
+    actual = stacked_inputs(store, {"c": T2}, plans, moves)
     expected = spark.createDataFrame(
         [  # arrays a source lacks are empty: Spark's Arrow writer is slow on null arrays
-            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, []),
-            ("c", "throughput", "t", 0, [], None, None, T1, 1.0, 2.0, None, []),
-            ("c", "throughput", "t", 0, [], None, None, T2, 5.0, 6.0, None, []),
-            ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
+            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, [], [], []),
+            ("c", "throughput", "t", 0, [], None, None, T1, 1.0, 2.0, None, [], [], []),
+            ("c", "throughput", "t", 0, [], None, None, T2, 5.0, 6.0, None, [], [], []),
+            ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2], [], []),
+            ("c", "previous_move", "t", 0, [1, 2], None, None, None, None, None, None, [], [], []),
         ],
         actual.schema,
     )
@@ -90,12 +94,15 @@ def test_snapshots_are_found_whatever_the_machines_time_zone(spark, store, tokyo
 
 def test_assemble_partitions_picks_newest_rate_and_joins_the_previous_plan():
     rows = [
-        ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None),
-        ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None, None),
-        ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None),
-        ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None),
-        ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None, None),  # same time: the larger rate wins
-        ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2]),
+        ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, None, [], []),
+        ("c", "partition", "t", 1, [2, 1], 2, 20, None, None, None, None, None, [], []),
+        ("c", "partition", "t", 2, [1, 2, 4, 3], 1, 5, None, None, None, None, None, [4], [3]),  # mid-reassignment
+        ("c", "throughput", "t", 0, None, None, None, T2, 5.0, 6.0, None, None, [], []),
+        ("c", "throughput", "t", 0, None, None, None, T1, 1.0, 2.0, None, None, [], []),
+        ("c", "throughput", "t", 0, None, None, None, T2, 4.0, 6.0, None, None, [], []),  # same time: larger wins
+        ("c", "previous", "t", 0, [3, 1], None, None, None, None, None, 4, [0, 2], [], []),
+        ("c", "previous", "t", 1, [2, 1], None, None, None, None, None, 1, [], [], []),
+        ("c", "previous_move", "t", 0, [1, 2], None, None, None, None, None, None, [], [], []),
     ]
     inputs = pd.DataFrame(rows, columns=PLAN_INPUT.column_names)
     out = assemble_partitions(inputs.iloc[::-1])  # row order must not matter
@@ -103,11 +110,16 @@ def test_assemble_partitions_picks_newest_rate_and_joins_the_previous_plan():
     assert out[["partition", "bytes_in", "bytes_out", "has_throughput"]].fillna(-1).values.tolist() == [
         [0, 5.0, 6.0, True],
         [1, -1, -1, False],
+        [2, -1, -1, False],
     ]
-    assert out["previous_replicas"].tolist() == [[3, 1], None]
-    assert out["previous_epoch"].fillna(-1).tolist() == [4, -1]
+    assert out["previous_replicas"].tolist() == [[3, 1], [2, 1], None]
+    # where the plan in force started: its move's from_replicas, else (left alone) its target
+    assert out["previous_baseline"].tolist() == [[1, 2], [2, 1], None]
+    assert out["previous_epoch"].fillna(-1).tolist() == [4, 1, -1]
     assert out["previous_cores"].tolist()[0] == [0, 2]
-    assert out["replicas"].tolist() == [[1, 2], [2, 1]] and out["size_bytes"].tolist() == [10, 20]
+    assert out["replicas"].tolist() == [[1, 2], [2, 1], [1, 2, 4, 3]] and out["size_bytes"].tolist() == [10, 20, 5]
+    assert [list(a) for a in out["adding_replicas"]] == [[], [], [4]]
+    assert [list(r) for r in out["removing_replicas"]] == [[], [], [3]]
 
 
 def test_moves_columns_keeps_changed_partitions_in_contract_order(spark):

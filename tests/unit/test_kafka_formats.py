@@ -119,15 +119,60 @@ def error_of(parse, text: str) -> str:
 
 def test_describe_kafka4_with_elr_offline_and_reassigning_partitions():
     parsed = parse_topics(DESCRIBE_KAFKA4, "topics.txt")
-    rows = parsed.partitions.astype(object).where(parsed.partitions.notna(), None).values.tolist()
+    columns = ["topic", "partition", "replicas", "leader", "log_dirs", "adding_replicas", "removing_replicas"]
+    frame = parsed.partitions[columns]
+    rows = frame.astype(object).where(frame.notna(), None).values.tolist()
     assert rows == [
-        ["orders.eu-west", 0, [1, 2, 3], 1, None],
-        ["orders.eu-west", 1, [2, 3, 1], None, None],
-        ["orders.eu-west", 2, [3, 1, 2, 4], 3, None],
-        ["__consumer_offsets", 0, [2, 1, 3], 2, None],
+        ["orders.eu-west", 0, [1, 2, 3], 1, None, None, None],
+        ["orders.eu-west", 1, [2, 3, 1], None, None, None, None],
+        ["orders.eu-west", 2, [3, 1, 2, 4], 3, None, [4], [2]],
+        ["__consumer_offsets", 0, [2, 1, 3], 2, None, None, None],
     ]
     assert parsed.form == "kafka-topics --describe"
     assert parsed.offline == ["orders.eu-west:1"] and parsed.reassigning == ["orders.eu-west:2"]
+
+
+def _partition_rows(parsed) -> dict[tuple[str, int], tuple]:
+    frame = parsed.partitions
+    return {
+        (t, int(p)): (list(r), a, m)
+        for t, p, r, a, m in zip(
+            frame["topic"], frame["partition"], frame["replicas"], frame["adding_replicas"], frame["removing_replicas"]
+        )
+    }
+
+
+@pytest.mark.parametrize("sample", [DESCRIBE_KAFKA4, DESCRIBE_KAFKA3_SPACES], ids=["kafka4", "kafka3-spaces"])
+def test_a_describe_file_cut_anywhere_is_refused_or_keeps_whole_topics(sample):
+    """Issue 37 (finding 1, acceptance 3): at every cut, mid-line or mid-topic, the import either refuses the
+    file or what it reads is whole topics with every replica list as Kafka printed it; never a partition that
+    lost brokers."""
+    whole = _partition_rows(parse_topics(sample, "topics.txt"))
+    accepted = 0
+    for cut in range(1, len(sample)):
+        try:
+            parsed = parse_topics(sample[:cut], "topics.txt")
+        except ImportFileError as exc:
+            assert str(exc).startswith("topics.txt: ")
+            continue
+        accepted += 1
+        rows = _partition_rows(parsed)
+        assert all(rows[key] == whole[key] for key in rows), cut
+        topics = {t for t, _ in rows}
+        assert {k for k in whole if k[0] in topics} == set(rows), cut  # whole topics only
+    assert accepted <= sample.count("\n")  # at most the cuts right after a line that ends a topic
+
+
+def test_a_partition_in_flight_keeps_both_ends_and_the_header_counts_the_replicas_before_it():
+    """Issue 37 (finding 2): ReplicationFactor 3, Replicas 1,2,3,4 mid-reassignment (adding 4, removing 3)."""
+    text = (
+        "Topic: t\tPartitionCount: 1\tReplicationFactor: 3\tConfigs: \n"
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2,4,3\tIsr: 1,2,3\tAdding Replicas: 4\t"
+        "Removing Replicas: 3\n"
+    )
+    parsed = parse_topics(text, "topics.txt")
+    assert _partition_rows(parsed) == {("t", 0): ([1, 2, 4, 3], [4], [3])}
+    assert parsed.reassigning == ["t:0"]
 
 
 def test_describe_copied_with_spaces_instead_of_tabs():
@@ -245,7 +290,30 @@ BAD_TOPICS = {
     ),
     "truncated describe (cut mid-line)": (
         "\tTopic: t\tPartition: 0\tLeader: 1\tRepl",
-        "in.txt: line 1: no 'Replicas:' cell",
+        "in.txt: line 1: the file ends inside this partition line",
+    ),
+    "cut inside the last replica list (issue 37, finding 1)": (
+        "Topic: t\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: \n"
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\n"
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2",
+        "in.txt: line 3: the file ends inside this partition line (no line break after it): truncated file?",
+    ),
+    "fewer replicas than the header's ReplicationFactor (issue 37, finding 1)": (
+        "Topic: t\tPartitionCount: 2\tReplicationFactor: 2\tConfigs: \n"
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\n"
+        "\tTopic: t\tPartition: 1\tLeader: 2\tReplicas: 2\tIsr: 2\n",
+        "in.txt: line 3: partition t:1: Replicas: 2 lists 1 broker, but the topic's header (line 1) says "
+        "ReplicationFactor: 2; truncated line?",
+    ),
+    "a reassignment whose ends both differ from the header": (
+        "Topic: t\tPartitionCount: 1\tReplicationFactor: 2\tConfigs: \n"
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2,3,4\tIsr: 1,2\tAdding Replicas: 4\n",
+        "in.txt: line 2: partition t:0: Replicas: 1,2,3,4 lists 4 brokers (4 after the reassignment in flight, "
+        "3 before it), but the topic's header (line 1) says ReplicationFactor: 2",
+    ),
+    "removing a broker the replicas lack": (
+        "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\tRemoving Replicas: 3\n",
+        "in.txt: line 1: Removing Replicas: 3 not among Replicas: 1,2",
     ),
     "unknown format": ("hello world\n", "in.txt: line 1: unknown format: expected kafka-topics.sh --describe"),
     "empty": ("\n", "in.txt: empty file"),
@@ -367,8 +435,9 @@ def clusters(draw):
     brokers = draw(st.lists(st.integers(0, 2_000), min_size=1, max_size=8, unique=True))
     rows = []
     for topic in draw(st.lists(TOPIC_NAMES, min_size=1, max_size=5, unique=True)):
+        rf = draw(st.integers(1, len(brokers)))  # one replication factor per topic, as Kafka creates them
         for partition in range(draw(st.integers(1, 4))):
-            replicas = draw(st.permutations(brokers))[: draw(st.integers(1, len(brokers)))]
+            replicas = draw(st.permutations(brokers))[:rf]
             leader = draw(st.one_of(st.none(), st.sampled_from(replicas)))
             rows.append((topic, partition, replicas, leader, draw(st.integers(0, 2**50))))
     partitions = pd.DataFrame(rows, columns=["topic", "partition", "replicas", "leader", "size_bytes"])
@@ -383,7 +452,7 @@ def clusters(draw):
             {
                 "topic": ["a-1", "a"],
                 "partition": [2, 12],
-                "replicas": [[1, 2], [2]],
+                "replicas": [[1, 2], [2, 1]],
                 "leader": [None, 2],
                 "size_bytes": [7, 9],
             }

@@ -1,0 +1,142 @@
+"""The live layout as a snapshot gives it, read honestly: reassignments in flight, replica counts that differ
+within a topic, and partitions that drifted away from the plan in force.
+
+Pure pandas, run by the planner before anything else looks at ``replicas``:
+
+* **In flight** (Kafka's KIP-455): while a partition is reassigned, Kafka lists the union of both ends as its
+  ``Replicas``, with ``Adding Replicas`` and ``Removing Replicas`` beside it. The target is ``replicas`` minus
+  ``removing_replicas`` (in Kafka's order: the target's brokers come first), the origin ``replicas`` minus
+  ``adding_replicas``. A plan starts from the target, where Kafka is already taking the partition, so its
+  replication factor is the target's and its moves begin where the reassignment ends; the notes name every such
+  partition. Planning from the union would plan one replica too many, and ``export`` would make Kafka keep it.
+* **Replica counts that differ within a topic** are what a snapshot cut inside a replica list looks like (Kafka
+  creates a topic's partitions with one replication factor). A plan never changes a partition's count unless
+  ``[constraints.replication_factor]`` asks, so each is planned at its own count, and the notes name them.
+* **Drift**: a partition of the plan in force that is at neither its baseline (where that plan started) nor its
+  target. That plan no longer describes the cluster: the next plan writes a new version starting from where
+  the partition is, so ``export`` works again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from assigners.errors import InvalidInputError
+
+IN_FLIGHT = ("adding_replicas", "removing_replicas")
+SHOWN = 20  # partitions named in a note about counts; in-flight ones are all named
+
+
+def _brokers(value: Any) -> list[int]:
+    """A replica list cell as plain ints (None, NaN and empty cells are no brokers)."""
+    if value is None or not hasattr(value, "__iter__"):  # None, NaN, pd.NA
+        return []
+    return [int(b) for b in value]
+
+
+def _ids(brokers: Sequence[int]) -> str:
+    return ",".join(str(int(b)) for b in brokers)
+
+
+def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The partitions with each reassignment in flight replaced by its target, and the note naming them.
+
+    Raises :class:`InvalidInputError` (table ``partitions``) for adding or removing brokers outside
+    ``replicas``, or a removal that leaves no replica.
+
+    >>> frame = pd.DataFrame({"topic": ["t", "t"], "partition": [0, 1], "replicas": [[1, 2, 4, 3], [5, 6]],
+    ...                       "adding_replicas": [[4], None], "removing_replicas": [[3], None]})
+    >>> settled, notes = settle_in_flight(frame)
+    >>> settled["replicas"].tolist(), notes
+    ([[1, 2, 4], [5, 6]], ['1 partition mid-reassignment in the snapshot, planned from its in-flight target (Replicas minus Removing Replicas): t:0 1,2,4,3 -> 1,2,4'])
+    """
+    if not any(c in partitions for c in IN_FLIGHT):
+        return partitions, []
+    adding = [_brokers(a) for a in partitions.get("adding_replicas", pd.Series([None] * len(partitions)))]
+    removing = [_brokers(r) for r in partitions.get("removing_replicas", pd.Series([None] * len(partitions)))]
+    moving = [i for i, (a, r) in enumerate(zip(adding, removing)) if a or r]
+    if not moving:
+        return partitions, []
+    replicas = partitions["replicas"].tolist()
+    bad, named, targets = [], [], list(replicas)
+    for i in moving:
+        listed = _brokers(replicas[i])
+        name = f"{partitions['topic'].iat[i]}:{int(partitions['partition'].iat[i])}"
+        target = [b for b in listed if b not in set(removing[i])]
+        if not set(adding[i]) <= set(listed) or not set(removing[i]) <= set(listed) or not target:
+            bad.append(f"{name} replicas={_ids(listed)} adding={_ids(adding[i])} removing={_ids(removing[i])}")
+            continue
+        targets[i] = target
+        named.append(f"{name} {_ids(listed)} -> {_ids(target)}")
+    if bad:
+        raise InvalidInputError(
+            "adding / removing replicas not among the replicas, or removing all of them", table="partitions", rows=bad
+        )
+    settled = partitions.copy()
+    settled["replicas"] = targets
+    noun = "partition" if len(named) == 1 else "partitions"
+    return settled, [
+        f"{len(named)} {noun} mid-reassignment in the snapshot, planned from {'its' if len(named) == 1 else 'their'} "
+        f"in-flight target (Replicas minus Removing Replicas): {'; '.join(named)}"
+    ]
+
+
+def uneven_replication_factors(partitions: pd.DataFrame, configured: frozenset[str] | set[str]) -> list[str]:
+    """Notes on topics (without a configured replication factor) whose partitions differ in replica count.
+
+    >>> frame = pd.DataFrame({"topic": ["a"] * 3 + ["b"], "partition": [0, 1, 2, 0], "replicas": [[1, 2], [2], [3, 1], [1]]})
+    >>> uneven_replication_factors(frame, set())
+    ['topic a: partition 1 has 1 replica where the other 2 partitions have 2: each is planned at its own count (a snapshot cut inside a replica list looks like this; [constraints.replication_factor] sets one count for the topic)']
+    """
+    counts = partitions["replicas"].map(len)
+    out = []
+    for topic, rows in counts.groupby(partitions["topic"], sort=True):
+        if topic in configured or rows.nunique() < 2:
+            continue
+        usual = int(rows.mode().max())
+        odd = partitions.loc[rows.index[rows != usual], "partition"]
+        names = ", ".join(str(int(p)) for p in odd.head(SHOWN)) + (f" and {len(odd) - SHOWN} more" if len(odd) > SHOWN else "")
+        odd_counts = sorted({int(c) for c in rows[rows != usual]})
+        has = " or ".join(str(c) for c in odd_counts)
+        out.append(
+            f"topic {topic}: partition{'s' if len(odd) > 1 else ''} {names} "
+            f"{'have' if len(odd) > 1 else 'has'} {has} replica{'' if odd_counts == [1] else 's'} where the other "
+            f"{int((rows == usual).sum())} partition{'s' if (rows == usual).sum() > 1 else ''} have {usual}: each is "
+            "planned at its own count (a snapshot cut inside a replica list looks like this; "
+            "[constraints.replication_factor] sets one count for the topic)"
+        )
+    return out
+
+
+def drifted(partitions: pd.DataFrame) -> list[str]:
+    """Partitions of the plan in force at neither its baseline (``previous_baseline``) nor its target
+    (``previous_replicas``): same brokers and the same first (preferred leader) broker count as "at".
+
+    >>> frame = pd.DataFrame({"topic": ["t"] * 3, "partition": [0, 1, 2], "replicas": [[3, 1], [1, 2], [2, 4]],
+    ...                       "previous_replicas": [[3, 1], [3, 1], [3, 1]], "previous_baseline": [[1, 2]] * 3})
+    >>> drifted(frame)
+    ['t:2 at 2,4 (plan in force: 1,2 -> 3,1)']
+    """
+    if "previous_baseline" not in partitions or "previous_replicas" not in partitions:
+        return []
+    out = []
+    for topic, partition, live, target, baseline in zip(
+        partitions["topic"],
+        partitions["partition"],
+        partitions["replicas"],
+        partitions["previous_replicas"],
+        partitions["previous_baseline"],
+    ):
+        planned, start, now = _brokers(target), _brokers(baseline), _brokers(live)
+        if not planned or not now or _same(now, planned) or _same(now, start or planned):
+            continue
+        out.append(f"{topic}:{int(partition)} at {_ids(now)} (plan in force: {_ids(start or planned)} -> {_ids(planned)})")
+    return out
+
+
+def _same(found: list[int], expected: list[int]) -> bool:
+    """Same brokers and the same preferred leader (follower order does not matter to a plan)."""
+    return len(found) == len(expected) and set(found) == set(expected) and found[0] == expected[0]
