@@ -44,18 +44,22 @@ class Judged:
         return self.moves[self.moves["state"].isin(states)]
 
     def drift_message(self) -> str:
+        """Which partitions drifted, where each was expected and found, and what resolves it: planning again."""
         drifted = self.of(DRIFTED)
         shown = [
-            f"{t}:{p} expected {list(frm)} (or the target {list(to)}), found "
-            + (str(list(f)) if f is not None else "no such partition")
+            f"partition {t}:{int(p)} drifted: expected {plain(frm)} (or the target {plain(to)}), found "
+            + (plain(f) if f is not None else "no such partition")
             for t, p, frm, to, f in drifted[["topic", "partition", "from_replicas", "to_replicas", "found"]]
             .head(SHOWN_DRIFTED)
             .itertuples(index=False)
         ]
-        more = f"; and {len(drifted) - SHOWN_DRIFTED} more" if len(drifted) > SHOWN_DRIFTED else ""
+        more = f"; and {len(drifted) - SHOWN_DRIFTED:,} more" if len(drifted) > SHOWN_DRIFTED else ""
+        n = len(drifted)
         return (
-            f"{len(drifted)} partitions of plan v{self.run['plan_version']} of cluster {self.run['cluster_id']} "
-            f"drifted in the snapshot of {_ts(self.snapshot_ts)}: " + "; ".join(shown) + more
+            f"{n:,} partition{'s' if n != 1 else ''} of plan v{int(self.run['plan_version'])} of cluster "
+            f"{self.run['cluster_id']} drifted (at neither the plan's baseline nor its target) in the snapshot of "
+            f"{_ts(self.snapshot_ts)}: " + "; ".join(shown) + more + "; run plan: it writes a new version that "
+            "starts from where they are"
         )
 
 
@@ -73,6 +77,11 @@ def judge(warehouse: Warehouse, cluster_id: str, plan_version: int | None = None
     return Judged(
         run, snapshot_ts, moves.sort_values(["wave", "topic", "partition"], kind="stable").reset_index(drop=True)
     )
+
+
+def plain(brokers: Any) -> str:
+    """A replica list as people write it, ``[2, 4, 1]``, whatever array type it came in."""
+    return "[" + ", ".join(str(int(b)) for b in brokers) + "]"
 
 
 def move_state(found: list[int] | None, baseline: list[int], target: list[int]) -> str:

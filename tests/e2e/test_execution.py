@@ -113,7 +113,7 @@ def test_a_drifted_partition_stops_export_and_status_follows_the_waves(planned, 
     wave_1 = moves[moves["wave"] == 1]
     drifted = moves[(moves["wave"] > 1) & (moves["kind"] != "leader")].iloc[0]
     key = (drifted["topic"], int(drifted["partition"]))
-    elsewhere = list(drifted["from_replicas"])[::-1]  # same brokers, another leader: neither baseline nor target
+    elsewhere = [int(b) for b in drifted["from_replicas"]][::-1]  # same brokers, another leader: neither baseline nor target
 
     def wave_1_done_and_one_drifted(layout):
         for t, p, to in zip(wave_1["topic"], wave_1["partition"], wave_1["to_replicas"]):
@@ -125,7 +125,10 @@ def test_a_drifted_partition_stops_export_and_status_follows_the_waves(planned, 
     out = tmp_path / "exec"
     assert export_dir(planned, out) == 1
     err = capsys.readouterr().err
-    assert f"{key[0]}:{key[1]} expected {list(drifted['from_replicas'])}" in err and f"found {elsewhere}" in err
+    expected = "[" + ", ".join(str(int(b)) for b in drifted["from_replicas"]) + "]"
+    # issue 37, finding 7: plain numbers, never numpy reprs; finding 3: the message says what resolves it
+    assert f"partition {key[0]}:{key[1]} drifted: expected {expected}" in err and f"found {elsewhere}" in err
+    assert "np.int" not in err and "1 partition of plan v1" in err and "run plan" in err
     assert "nothing written" in err and not out.exists()
     assert cli.main(["export", "--warehouse", planned, "--cluster", CLUSTER]) == 1
 
@@ -141,6 +144,44 @@ def test_a_drifted_partition_stops_export_and_status_follows_the_waves(planned, 
     shown = capsys.readouterr().out
     n = len(wave_1)
     assert f"{'1':>9} {n:>10,} {n:>6,} {0:>6,} {0:>7,} {0:>7,} {'0 B':>11}" in shown
+
+
+def test_issue_37_a_drifted_partition_is_resolved_by_planning_again(planned, tmp_path, capsys):
+    """Finding 3 / acceptance 4: re-planning used to be `skipped` ("v1 still pending"), so export kept exiting 1.
+    Now plan writes v2 from where the partition is, and v2's files take the drifted layout to the new plan."""
+    moves = table(planned, "moves").query("cluster_id == @CLUSTER")
+    move = moves[(moves["wave"] > 1) & (moves["kind"] != "leader")].iloc[0]
+    key = (move["topic"], int(move["partition"]))
+    elsewhere = [int(b) for b in move["from_replicas"]][::-1]
+    fleet = newer_snapshot(planned, lambda layout: layout.__setitem__(key, elsewhere))
+    assert cli.main(["status", "--warehouse", planned, "--cluster", CLUSTER]) == 1
+    assert f"partition {key[0]}:{key[1]} drifted" in capsys.readouterr().out
+
+    assert plan(planned) == 0
+    shown = capsys.readouterr().out
+    runs = table(planned, "plan_runs").query("cluster_id == @CLUSTER and status == 'committed'")
+    assert sorted(runs["plan_version"]) == [1, 2]
+    v2 = runs[runs["plan_version"] == 2].iloc[0]
+    assert f"1 partition drifted from v1" in v2["notes"] and f"{key[0]}:{key[1]} at {','.join(map(str, elsewhere))}" in (
+        v2["notes"]
+    )
+    assert f"{CLUSTER}      committed v2" in shown
+
+    out = tmp_path / "exec-v2"
+    assert export_dir(planned, out) == 0  # without --allow-drift
+    layout = live_layout(fleet)
+    assert layout[key] == elsewhere
+    for wave in sorted(out.glob("wave-*.json")):
+        apply(layout, json.loads(wave.read_text()))
+    plans = table(planned, "plans").query("cluster_id == @CLUSTER and plan_version == 2")
+    assert layout == {(t, int(p)): list(r) for t, p, r in zip(plans["topic"], plans["partition"], plans["replicas"])}
+    moved = table(planned, "moves").query("cluster_id == @CLUSTER and plan_version == 2")
+    row = moved[(moved["topic"] == key[0]) & (moved["partition"] == key[1])].iloc[0]
+    assert list(row["from_replicas"]) == elsewhere
+    # and planning again without a newer snapshot writes nothing new: v2 is pending, not drifted
+    assert plan(planned) == 0
+    again = table(planned, "plan_runs").query("cluster_id == @CLUSTER and status == 'committed'")
+    assert sorted(again["plan_version"]) == [1, 2]
 
 
 def test_status_reports_wave_1_done_and_the_rest_pending_then_all_done(planned, capsys):
