@@ -68,7 +68,7 @@ def judge(warehouse: Warehouse, cluster_id: str, plan_version: int | None = None
     run = warehouse.run(cluster_id, plan_version)
     moves = warehouse.committed("moves", run)
     snapshot_ts, snapshot = warehouse.newest_snapshot(cluster_id)
-    found = {(t, int(p)): list(r) for t, p, r in zip(snapshot["topic"], snapshot["partition"], snapshot["replicas"])}
+    found = dict(zip(zip(snapshot["topic"], snapshot["partition"].astype(int)), where_going(snapshot)))
     moves["found"] = [found.get((t, int(p))) for t, p in zip(moves["topic"], moves["partition"])]
     moves["state"] = [
         move_state(f, list(frm), list(to))
@@ -77,6 +77,16 @@ def judge(warehouse: Warehouse, cluster_id: str, plan_version: int | None = None
     return Judged(
         run, snapshot_ts, moves.sort_values(["wave", "topic", "partition"], kind="stable").reset_index(drop=True)
     )
+
+
+def where_going(snapshot: pd.DataFrame) -> list[list[int]]:
+    """Each partition's replicas, a reassignment in flight counted at its target (``replicas`` minus
+    ``removing_replicas``), as the planner counts it (``assigners.live``)."""
+    removing = snapshot["removing_replicas"] if "removing_replicas" in snapshot else [None] * len(snapshot)
+    return [
+        [int(b) for b in r if r_out is None or int(b) not in {int(x) for x in r_out}]
+        for r, r_out in zip(snapshot["replicas"], removing)
+    ]
 
 
 def plain(brokers: Any) -> str:

@@ -264,3 +264,73 @@ def test_other_files_at_a_time_already_imported_are_refused(spark, warehouse, tm
         "2026-11-02T00:00:00+00:00" in err
     )
     assert versions(warehouse) == before
+
+
+def in_flight(text: str, partition_line: str) -> tuple[str, list[int], list[int]]:
+    """The describe text with one partition mid-reassignment, as Kafka prints it (KIP-455): its third replica
+    is being replaced by a broker that held none of it; Replicas lists the target, then the one removed."""
+    line = next(line for line in text.splitlines() if partition_line in line)
+    cells = dict(c.split(": ", 1) for c in line.strip().split("\t") if ": " in c)
+    replicas = [int(b) for b in cells["Replicas"].split(",")]
+    brokers = sorted({int(b) for row in text.splitlines() if "Replicas: " in row for b in row.split("Replicas: ")[1].split("\t")[0].split(",")})
+    newcomer = next(b for b in brokers if b not in replicas)
+    target = [*replicas[:-1], newcomer]
+    union = ",".join(map(str, [*target, replicas[-1]]))
+    moved = line.replace(f"Replicas: {cells['Replicas']}", f"Replicas: {union}").replace(
+        "\tElr:", f"\tAdding Replicas: {newcomer}\tRemoving Replicas: {replicas[-1]}\tElr:"
+    )
+    return text.replace(line, moved), target, replicas
+
+
+def test_issue_37_import_plan_export_of_a_reassignment_in_flight_keep_every_replication_factor(
+    spark, warehouse, tmp_path, capsys
+):
+    """Finding 2 / acceptance 3: the in-flight partition was imported with four replicas and planned as RF 4."""
+    paths = write_files(tmp_path, demo_fleet(), "cluster-1")
+    text, target, origin = in_flight(Path(paths["topics"]).read_text(), "Partition: 3\t")
+    Path(paths["topics"]).write_text(text)
+    assert import_files(warehouse, "cluster-1", paths) == 0
+    out = capsys.readouterr().out
+    assert "1 partition in the middle of a reassignment" in out
+    rows = table(warehouse, "partitions")
+    moving = rows[rows["adding_replicas"].notna()]
+    assert len(moving) == 1 and list(moving["removing_replicas"].iloc[0]) == [origin[-1]]
+    key = (moving["topic"].iloc[0], int(moving["partition"].iloc[0]))
+
+    assert plan(warehouse) == 0
+    run = table(warehouse, "plan_runs").iloc[0]
+    assert f"1 partition mid-reassignment in the snapshot" in run["notes"] and f"{key[0]}:{key[1]}" in run["notes"]
+    rf = {(t, int(p)): len(r) for t, p, r in zip(rows["topic"], rows["partition"], rows["replicas"])}
+    rf[key] = len(target)
+    plans = table(warehouse, "plans")
+    assert {(t, int(p)): len(r) for t, p, r in zip(plans["topic"], plans["partition"], plans["replicas"])} == rf
+    moves = table(warehouse, "moves")
+    assert all(len(f) == rf[(t, int(p))] for t, p, f in zip(moves["topic"], moves["partition"], moves["from_replicas"]))
+    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--out-dir", str(tmp_path / "x")]) == 0
+    for name in [*sorted((tmp_path / "x").glob("wave-*.json")), tmp_path / "x" / "rollback.json"]:
+        for entry in json.loads(Path(name).read_text())["partitions"]:
+            assert len(entry["replicas"]) == rf[(entry["topic"], entry["partition"])], (name, entry)
+
+
+@pytest.mark.parametrize("where", ["mid-line", "mid-topic"])
+def test_issue_37_a_topics_file_cut_short_is_refused_with_exit_2_and_nothing_written(
+    spark, warehouse, tmp_path, capsys, where
+):
+    """Finding 1 / acceptance 3: a file whose last line stops inside the replica list imported with exit 0."""
+    paths = write_files(tmp_path, demo_fleet(), "cluster-1")
+    text = Path(paths["topics"]).read_text()
+    lines = text.splitlines(keepends=True)
+    partition_rows = [i for i, line in enumerate(lines) if "Partition: 1\t" in line]
+    last = partition_rows[len(partition_rows) // 2]
+    if where == "mid-line":
+        cut = "".join(lines[:last]) + lines[last].split("Replicas: ")[0] + "Replicas: " + lines[last].split("Replicas: ")[1][:1]
+        expected = f"line {last + 1}: the file ends inside this partition line"
+    else:
+        cut = "".join(lines[: last + 1])
+        expected = "its header says PartitionCount"
+    Path(paths["topics"]).write_text(cut)
+    assert import_files(warehouse, "cluster-1", paths) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"partition-planner: error: {paths['topics']}: ") and expected in err
+    assert len(err.strip().splitlines()) == 1
+    assert not any(Path(warehouse, name).exists() for name in ("brokers", "partitions", "throughput"))
