@@ -23,23 +23,42 @@ def _export(argv: list[str]) -> int:
         "snapshot are left out; one that is at neither its baseline nor its target stops the export (exit 1).",
     )
     parser.add_argument("--cluster", required=True)
-    parser.add_argument("--plan-version", type=int, help="default: the latest committed")
+    parser.add_argument("--plan-version", type=positive(int), help="default: the latest committed")
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--wave", type=int, help="only the moves of this wave")
+    target.add_argument("--wave", type=positive(int), help="only the moves of this wave")
     target.add_argument("--out-dir", help="folder for wave-NNN.json, rollback.json and runbook.md")
     parser.add_argument("--out", help="file to write (default: stdout); not with --out-dir")
-    parser.add_argument("--throttle-bytes", type=int, help="replication throttle, bytes/s per broker (default: config)")
-    parser.add_argument("--max-hours", type=float, help="also suggest the throttle that finishes within this")
+    parser.add_argument(
+        "--throttle-bytes",
+        type=positive(int),
+        help="replication throttle, bytes/s per broker, > 0 (default: config)",
+    )
+    parser.add_argument(
+        "--max-hours", type=positive(float), help="also suggest the throttle that finishes within this (> 0)"
+    )
     parser.add_argument("--allow-drift", action="store_true", help="leave drifted partitions out instead of failing")
     parser.add_argument("--config")
     args = parser.parse_args(argv)
     if args.out_dir and args.out:
         parser.error("--out writes one file; --out-dir writes the wave files")
+    if args.out_dir and os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        parser.error(f"--out-dir {args.out_dir} is a file; give a folder (created if missing)")
+    if args.out and os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a folder; give a file name (or --out-dir for the wave files)")
     opened = _warehouse(args, needs=("plan_runs", "moves", "partitions"))
     if opened is None:
         return USAGE_ERROR
     warehouse, config = opened
-    from jobs.execution import DRIFTED, DriftError, baseline_log_dirs, export_dir, judge, wave_payload, write_json
+    from jobs.execution import (
+        DRIFTED,
+        DriftError,
+        baseline_log_dirs,
+        export_dir,
+        export_summary,
+        judge,
+        wave_payload,
+        write_json,
+    )
     from jobs.warehouse import TableUnreadableError
 
     try:
@@ -48,7 +67,7 @@ def _export(argv: list[str]) -> int:
             throttle = args.throttle_bytes or config.execution.throttle_bytes_per_sec
             dirs = baseline_log_dirs(warehouse, judged.run)
             written = export_dir(judged, args.out_dir, throttle, args.max_hours, args.warehouse, args.allow_drift, dirs)
-            print("\n".join(written))
+            print(export_summary(written, args.out_dir))
             return 0
         if len(judged.of(DRIFTED)) and not args.allow_drift:
             raise DriftError(judged.drift_message())
@@ -72,7 +91,7 @@ def _status(argv: list[str]) -> int:
         "newest snapshot, and the bytes still to move. Exit 0 when done or pending, 1 when anything drifted.",
     )
     parser.add_argument("--cluster", required=True)
-    parser.add_argument("--plan-version", type=int, help="default: the latest committed")
+    parser.add_argument("--plan-version", type=positive(int), help="default: the latest committed")
     parser.add_argument("--config")
     args = parser.parse_args(argv)
     opened = _warehouse(args, needs=("plan_runs", "moves", "partitions"))
@@ -127,6 +146,25 @@ def _maintain(argv: list[str]) -> int:
     return 0
 
 
+def positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` above zero (a throttle of 0 or -5 B/s, 0 hours, wave 0 mean
+    nothing), refused at parse time with exit 2."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'a whole number' if kind is int else 'a number'} > 0, found {text!r}"
+            ) from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a number > 0, found {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def _command_parser(name: str, description: str) -> argparse.ArgumentParser:
     """A subcommand's parser with the option every one of them takes (``--config`` stays per command: its
     position in ``--help`` follows the command's own options)."""
@@ -169,10 +207,12 @@ def _report(argv: list[str]) -> int:
         "Write per-cluster plan reports: index.html with charts, summary.md, brokers.csv, moves.csv.",
     )
     parser.add_argument("--cluster")
-    parser.add_argument("--plan-version", type=int)
+    parser.add_argument("--plan-version", type=positive(int))
     parser.add_argument("--out", required=True, help="folder for the reports")
     parser.add_argument("--config")
     args = parser.parse_args(argv)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a file; give a folder (created if missing)")
     opened = _warehouse(args, needs=("plan_runs", "plans", "moves", "partitions", "brokers"))
     if opened is None:
         return USAGE_ERROR
@@ -196,7 +236,7 @@ def _sql(argv: list[str]) -> int:
         "Run Spark SQL over the tables (plans/moves: committed rows only; "
         "plans_raw, moves_raw, plans_latest also defined). Without a query: an interactive prompt.",
     )
-    parser.add_argument("--limit", type=int, default=100, help="rows to print")
+    parser.add_argument("--limit", type=positive(int), default=100, help="rows to print (> 0)")
     parser.add_argument("--config")
     parser.add_argument("query", nargs="?", help="one SQL statement; omit it for a prompt (end statements with ;)")
     args = parser.parse_args(argv)
@@ -302,7 +342,28 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...], query: str | None =
 COMMANDS = {"export": _export, "status": _status, "report": _report, "sql": _sql, "maintain": _maintain}
 
 
+CLOSED_STDOUT = 141  # as a command killed by SIGPIPE: `partition-planner export ... | head`
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; whatever it fails on reaches the terminal as one line (exit 1), a reader that closed
+    stdout early ends it quietly."""
+    from jobs.warehouse import TableUnreadableError
+
+    try:
+        return _dispatch(argv)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+        return CLOSED_STDOUT
+    except TableUnreadableError as exc:
+        return _error(exc, 1)
+    except OSError as exc:  # a folder where a file should be, a read-only path, a full disk
+        where = f": {exc.filename}" if exc.filename else ""
+        return _error(f"{exc.strerror or exc}{where}", 1)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     names = ["demo", "plan", "import", *COMMANDS]
     if not argv or argv[0] in ("-h", "--help"):

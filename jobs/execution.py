@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from jobs.execute_script import execute_script
 from jobs.units import human_bytes, human_duration, human_rate
 from jobs.warehouse import Warehouse
 
@@ -231,11 +233,47 @@ def export_dir(
     files: dict[str, str] = {}
     for wave, rows in judged.of(PENDING, MOVING).groupby("wave", sort=True):  # waves with something left
         files[wave_file(int(wave))] = _json(reassignment(rows))
-    files["rollback.json"] = _json(
-        reassignment(judged.moves[judged.moves["state"] != DRIFTED], "from_replicas", log_dirs)
+    kept = judged.moves[judged.moves["state"] != DRIFTED]
+    files["rollback.json"] = _json(reassignment(kept, "from_replicas", log_dirs))
+    files["election.json"] = _json(election(kept))
+    run = judged.run
+    files[EXECUTE_SCRIPT] = execute_script(
+        run["cluster_id"],
+        int(run["plan_version"]),
+        run["run_id"],
+        [name for name in files if name.startswith("wave-")],
+        throttle,
+        status_command(warehouse, run),
     )
     files["runbook.md"] = runbook(judged, figures, throttle, max_hours, warehouse)
     return _replace_files(Path(out_dir), files)
+
+
+EXECUTE_SCRIPT = "execute.sh"
+
+
+def export_summary(written: list[str], out_dir: str) -> str:
+    """What export wrote, in one line, and the command that runs it (not a line per wave file)."""
+    waves = sorted(Path(p).name for p in written if Path(p).name.startswith("wave-"))
+    span = f" ({waves[0]} … {waves[-1]})" if len(waves) > 1 else (f" ({waves[0]})" if waves else "")
+    script = shlex.quote(str(Path(out_dir) / EXECUTE_SCRIPT))
+    return (
+        f"wrote {len(waves):,} wave file{'s' if len(waves) != 1 else ''}{span}, rollback.json, election.json, "
+        f"runbook.md and {EXECUTE_SCRIPT} to {out_dir}; run them all with: BOOTSTRAP=<bootstrap servers> {script}"
+    )
+
+
+def election(moves: pd.DataFrame) -> dict[str, Any]:
+    """``kafka-leader-election --path-to-json-file``'s input: the partitions of these moves."""
+    rows = moves.sort_values(["topic", "partition"], kind="stable")
+    return {"partitions": [{"topic": t, "partition": int(p)} for t, p in zip(rows["topic"], rows["partition"])]}
+
+
+def status_command(warehouse: str, run: pd.Series) -> str:
+    return (
+        f"partition-planner status --warehouse {shlex.quote(warehouse)} --cluster {shlex.quote(run['cluster_id'])} "
+        f"--plan-version {int(run['plan_version'])}"
+    )
 
 
 def wave_file(wave: int) -> str:
@@ -253,8 +291,10 @@ def _replace_files(folder: Path, files: dict[str, str]) -> list[str]:
     staging.mkdir(parents=True)
     for name, text in files.items():
         (staging / name).write_text(text)
+    (staging / EXECUTE_SCRIPT).chmod(0o755)
     folder.mkdir(parents=True, exist_ok=True)
-    for old in [*folder.glob("wave-*.json"), folder / "rollback.json", folder / "runbook.md"]:
+    written = ["rollback.json", "runbook.md", "election.json", EXECUTE_SCRIPT]
+    for old in [*folder.glob("wave-*.json"), *(folder / name for name in written)]:
         old.unlink(missing_ok=True)
     for name in files:
         os.replace(staging / name, folder / name)
@@ -293,9 +333,20 @@ def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours
         )
     lines += [
         "",
-        "Set `BOOTSTRAP` to the cluster's bootstrap servers, keep `rollback.json` safe, then run the waves in order. "
-        "Start a wave only when `--verify` says every partition of the previous one is complete (it also removes "
-        "the throttle).",
+        "## Run it all: `execute.sh`",
+        "",
+        "```sh",
+        'BOOTSTRAP=kafka-1:9092 ./execute.sh    # COMMAND_CONFIG=admin.properties THROTTLE=... POLL_SECONDS=10 KAFKA_BIN=...',
+        "```",
+        "",
+        "`execute.sh` runs every wave below in order (`--execute`, then `--verify` every `POLL_SECONDS` until no "
+        "partition is in progress), then one preferred-leader election of the partitions the plan moves "
+        "(`election.json`). It records each finished step in `execute.state`; after a failure it stops with the "
+        "wave's name, and running it again resumes at that wave. Keep `rollback.json` safe.",
+        "",
+        "By hand instead: set `BOOTSTRAP` to the cluster's bootstrap servers, then run the waves in order. Start a "
+        "wave only when `--verify` says every partition of the previous one is complete (it also removes the "
+        "throttle).",
         "",
         "| wave | partitions | leader only | data | busiest broker | time at throttle | done already |",
         "|---:|---:|---:|---:|---:|---:|---:|",
@@ -322,11 +373,12 @@ def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours
         "",
         "## After the last wave",
         "",
-        "Leader-only changes reorder replicas; make the new first replicas lead:",
+        "Leader-only changes reorder replicas; make the new first replicas lead (`execute.sh` does this):",
         "",
         "```sh",
-        'kafka-leader-election.sh --bootstrap-server "$BOOTSTRAP" --election-type PREFERRED --all-topic-partitions',
-        f"partition-planner status --warehouse {warehouse} --cluster {cluster} --plan-version {version}",
+        'kafka-leader-election.sh --bootstrap-server "$BOOTSTRAP" --election-type PREFERRED '
+        "--path-to-json-file election.json",
+        status_command(warehouse, run),
         "```",
         "",
         "## Rollback",

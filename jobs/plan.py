@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from jobs.session import get_spark
     from jobs.stages import NoSnapshotError, UsageError
     from jobs.store import TableNotFoundError, TableSchemaError, open_store
+    from jobs.warehouse import TableUnreadableError
 
     try:
         config = load_config(args.config)
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, UsageError, TableNotFoundError) as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return 2
-    except (TableSchemaError, NoSnapshotError) as exc:
+    except (TableSchemaError, NoSnapshotError, TableUnreadableError) as exc:
         print(f"partition-planner: error: {exc}", file=sys.stderr)
         return 1
     for warning in report.warnings:

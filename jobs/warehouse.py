@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +34,14 @@ class TableUnreadableError(Exception):
 
 
 def first_line(exc: Exception) -> str:
-    """The first line of an error: delta-rs appends a Rust backtrace to its messages."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """An error in one line: delta-rs appends a Rust backtrace, or the chain of causes (``↳ ...``) whose last
+    link says why (a missing credential, say); that one is kept beside the first."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m|↳", "", line).strip() for line in str(exc).strip().splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return type(exc).__name__
+    cause = lines[-1] if len(lines) > 1 and "↳" in str(exc) else ""
+    return f"{lines[0]} ({cause.rstrip('.')})" if cause else lines[0]
 
 
 def table_location(warehouse: str, locations: Mapping[str, str], name: str) -> str:
@@ -56,7 +62,12 @@ class Warehouse:
         return table_location(self.root, self.locations, name)
 
     def exists(self, name: str) -> bool:
-        return DeltaTable.is_deltatable(self.location(name))
+        try:
+            return DeltaTable.is_deltatable(self.location(name))
+        except Exception as exc:  # an object store that cannot be reached: credentials, network, scheme
+            raise TableUnreadableError(
+                f"table {name} at {self.location(name)} cannot be reached: {first_line(exc)}"
+            ) from exc
 
     def table(self, name: str) -> DeltaTable:
         if name not in self._tables:
