@@ -50,8 +50,11 @@ def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     >>> frame = pd.DataFrame({"topic": ["t", "t"], "partition": [0, 1], "replicas": [[1, 2, 4, 3], [5, 6]],
     ...                       "adding_replicas": [[4], None], "removing_replicas": [[3], None]})
     >>> settled, notes = settle_in_flight(frame)
-    >>> settled["replicas"].tolist(), notes
-    ([[1, 2, 4], [5, 6]], ['1 partition mid-reassignment in the snapshot, planned from its in-flight target (Replicas minus Removing Replicas): t:0 1,2,4,3 -> 1,2,4'])
+    >>> settled["replicas"].tolist()
+    [[1, 2, 4], [5, 6]]
+    >>> print(notes[0].replace(": t", ":\n t"))
+    1 partition mid-reassignment in the snapshot, planned from its in-flight target (Replicas minus Removing Replicas):
+     t:0 1,2,4,3 -> 1,2,4
     """
     if not any(c in partitions for c in IN_FLIGHT):
         return partitions, []
@@ -87,9 +90,10 @@ def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
 def uneven_replication_factors(partitions: pd.DataFrame, configured: frozenset[str] | set[str]) -> list[str]:
     """Notes on topics (without a configured replication factor) whose partitions differ in replica count.
 
-    >>> frame = pd.DataFrame({"topic": ["a"] * 3 + ["b"], "partition": [0, 1, 2, 0], "replicas": [[1, 2], [2], [3, 1], [1]]})
-    >>> uneven_replication_factors(frame, set())
-    ['topic a: partition 1 has 1 replica where the other 2 partitions have 2: each is planned at its own count (a snapshot cut inside a replica list looks like this; [constraints.replication_factor] sets one count for the topic)']
+    >>> frame = pd.DataFrame({"topic": ["a"] * 3 + ["b"], "partition": [0, 1, 2, 0],
+    ...                       "replicas": [[1, 2], [2], [3, 1], [1]]})
+    >>> print(uneven_replication_factors(frame, set())[0].split(": each")[0])
+    topic a: partition 1 has 1 replica where the other 2 partitions have 2
     """
     counts = partitions["replicas"].map(len)
     out = []
@@ -98,7 +102,9 @@ def uneven_replication_factors(partitions: pd.DataFrame, configured: frozenset[s
             continue
         usual = int(rows.mode().max())
         odd = partitions.loc[rows.index[rows != usual], "partition"]
-        names = ", ".join(str(int(p)) for p in odd.head(SHOWN)) + (f" and {len(odd) - SHOWN} more" if len(odd) > SHOWN else "")
+        names = ", ".join(str(int(p)) for p in odd.head(SHOWN)) + (
+            f" and {len(odd) - SHOWN} more" if len(odd) > SHOWN else ""
+        )
         odd_counts = sorted({int(c) for c in rows[rows != usual]})
         has = " or ".join(str(c) for c in odd_counts)
         out.append(
@@ -133,7 +139,9 @@ def drifted(partitions: pd.DataFrame) -> list[str]:
         planned, start, now = _brokers(target), _brokers(baseline), _brokers(live)
         if not planned or not now or _same(now, planned) or _same(now, start or planned):
             continue
-        out.append(f"{topic}:{int(partition)} at {_ids(now)} (plan in force: {_ids(start or planned)} -> {_ids(planned)})")
+        out.append(
+            f"{topic}:{int(partition)} at {_ids(now)} (plan in force: {_ids(start or planned)} -> {_ids(planned)})"
+        )
     return out
 
 

@@ -69,11 +69,11 @@ class PlanMetrics:
     replicas: int
     moves: int
     leader_moves: int
-    bytes_to_move: int
+    bytes_to_move: int | None  # None: a replica of unknown size is copied
     min_moves: int
-    max_load_before: float
-    max_load_after: float
-    load_lower_bound: float
+    max_load_before: float | None  # None: no throughput measured at all
+    max_load_after: float | None
+    load_lower_bound: float | None
     replica_spread_before: int
     replica_spread_after: int
     leader_spread_before: int
@@ -95,7 +95,7 @@ class PlanMetrics:
     disk_ratio_before: float | None = None
     disk_ratio_after: float | None = None
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
 
 

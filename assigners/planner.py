@@ -161,22 +161,9 @@ def _previous_epochs(partitions: pd.DataFrame) -> pd.Series:
 def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest) -> PlanResult:
     if request.strategy not in STRATEGIES:
         raise UnknownStrategyError(f"{request.strategy!r}; known: {', '.join(sorted(STRATEGIES))}", table="config")
-    notes = []
     if partitions.empty:
         return PlanResult(SKIPPED, _empty_planned(), notes=["no partitions in the snapshot: nothing to plan"])
-    validate_brokers(brokers)
-    validate_racks(brokers, request.constraints)
-    validate_partitions(partitions, brokers["broker_id"])
-    validate_loads(partitions)
-    partitions, in_flight = settle_in_flight(partitions)
-    notes.extend(in_flight)
-    if request.constraints.default_replication_factor is None:
-        notes.extend(uneven_replication_factors(partitions, set(request.constraints.replication_factor)))
-    drift = drifted(partitions) if request.has_previous_plan else []
-    if "has_throughput" in partitions:
-        missing = int((~partitions["has_throughput"].astype(bool)).sum())
-        if missing:
-            notes.append(f"{missing} partitions without throughput rows planned with zero load")
+    partitions, notes, drift = _read_snapshot(brokers, partitions, request)
 
     constraints = request.constraints
     prepared_brokers = prepare_brokers(brokers, constraints)
@@ -235,12 +222,16 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         prepared["leader_load"].to_numpy(), prepared["follower_load"].to_numpy(), prepared["rf"].to_numpy()
     )
     changed = planned["kind"].notna()
-    metrics = replace(
-        plan_metrics(prepared, live, target, prepared_brokers, view),
-        affinity_hints_unmet=extras["affinity_hints_unmet"],
-        moves_deferred=extras["moves_deferred"],
-        partitions_moved=int(changed.sum()),
-        waves=int(planned["wave"].max()) if changed.any() else 0,
+    metrics = _unmeasured_as_null(
+        replace(
+            plan_metrics(prepared, live, target, prepared_brokers, view),
+            affinity_hints_unmet=extras["affinity_hints_unmet"],
+            moves_deferred=extras["moves_deferred"],
+            partitions_moved=int(changed.sum()),
+            waves=int(planned["wave"].max()) if changed.any() else 0,
+        ),
+        planned,
+        partitions,
     )
     status = _judge(
         planned,
@@ -253,6 +244,46 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         drifted=bool(drift),
     )
     return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
+
+
+def _read_snapshot(
+    brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Validate the snapshot and read it honestly (``assigners.live``): the partitions with reassignments in
+    flight at their target, the notes so far, and the partitions that drifted from the plan in force."""
+    validate_brokers(brokers)
+    validate_racks(brokers, request.constraints)
+    validate_partitions(partitions, brokers["broker_id"])
+    validate_loads(partitions)
+    partitions, notes = settle_in_flight(partitions)
+    if request.constraints.default_replication_factor is None:
+        notes.extend(uneven_replication_factors(partitions, set(request.constraints.replication_factor)))
+    if "has_throughput" in partitions:
+        missing = int((~partitions["has_throughput"].astype(bool)).sum())
+        if missing:
+            noun = "partition" if missing == 1 else "partitions"
+            notes.append(f"{missing} {noun} without throughput rows planned with zero load")
+    return partitions, notes, drifted(partitions) if request.has_previous_plan else []
+
+
+def _unmeasured_as_null(metrics: PlanMetrics, planned: pd.DataFrame, partitions: pd.DataFrame) -> PlanMetrics:
+    """Unknown is not zero: a move that copies a replica of unknown size has no ``bytes_to_move`` (nor has the
+    plan, then), and without a single throughput row the load figures are unknown, not 0.00. In place on
+    ``planned``; a leader-only change copies nothing, so its 0 bytes are known."""
+    ordered = partitions.sort_values(["topic", "partition"], kind="stable")  # prepare_partitions' order
+    sized = ordered["size_bytes"].notna().to_numpy() if "size_bytes" in ordered else np.zeros(len(ordered), bool)
+    copies = np.array([a is not None and len(a) > 0 for a in planned["added_brokers"]], dtype=bool)
+    unknown = copies & ~sized
+    if unknown.any():
+        planned["bytes_to_move"] = planned["bytes_to_move"].astype("Int64").mask(unknown)
+        metrics = replace(metrics, bytes_to_move=None)
+    if "has_throughput" in partitions:  # the job's frames: joined throughput rows
+        measured = bool(partitions["has_throughput"].astype(bool).any())
+    else:  # rates given directly (tests, benchmarks)
+        measured = "bytes_in" in partitions or "bytes_out" in partitions
+    if not measured:
+        metrics = replace(metrics, max_load_before=None, max_load_after=None, load_lower_bound=None)
+    return metrics
 
 
 def _still_pending(prepared: pd.DataFrame, request: PlanRequest) -> list[str]:

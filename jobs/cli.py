@@ -97,7 +97,7 @@ def _status(argv: list[str]) -> int:
     opened = _warehouse(args, needs=("plan_runs", "moves", "partitions"))
     if opened is None:
         return USAGE_ERROR
-    from jobs.execution import DONE, DRIFTED, MOVING, PENDING, judge, status_lines
+    from jobs.execution import DONE, DRIFTED, MOVING, PENDING, judge, known_total, status_lines
     from jobs.units import human_bytes
     from jobs.warehouse import TableUnreadableError
 
@@ -113,9 +113,15 @@ def _status(argv: list[str]) -> int:
         print(judged.drift_message())
         return 1
     if left.empty:
-        print(f"done: all {len(judged.of(DONE)):,} partitions are at their target")
+        done = len(judged.of(DONE))
+        if done == 1:
+            print("done: the 1 partition is at its target")
+        else:
+            print(f"done: all {done:,} partitions are at their target")
     else:
-        print(f"pending: {len(left):,} partitions, {human_bytes(int(left['bytes_to_move'].sum()))} still to move")
+        size = known_total(left["bytes_to_move"])
+        amount = "size unknown" if size is None else f"{human_bytes(size)} still to move"
+        print(f"pending: {len(left):,} partition{'s' if len(left) != 1 else ''}, {amount}")
     return 0
 
 
@@ -157,7 +163,7 @@ def positive(kind: type) -> Any:
             raise argparse.ArgumentTypeError(
                 f"expected {'a whole number' if kind is int else 'a number'} > 0, found {text!r}"
             ) from None
-        if not value > 0 or value != value or value == float("inf"):
+        if not 0 < value < float("inf"):  # also NaN, which compares false
             raise argparse.ArgumentTypeError(f"expected a number > 0, found {text!r}")
         return value
 

@@ -92,7 +92,8 @@ for wave in "${waves[@]}"; do
             continue
         fi
         if grep -Eq 'failed|There is no active reassignment' <<< "$out"; then
-            stop "$wave" "--verify reports partitions that did not reach the plan: $(grep -E 'failed|no active' <<< "$out" | head -n 3 | tr '\n' ' ')"
+            failed=$(grep -E 'failed|no active' <<< "$out" | head -n 3 | tr '\n' ' ')
+            stop "$wave" "--verify reports partitions that did not reach the plan: $failed"
         fi
         break
     done

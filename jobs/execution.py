@@ -170,14 +170,31 @@ def wave_payload(judged: Judged, wave: int | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class WaveFigures:
-    """One wave's partitions (still to execute), bytes and how long it takes at the throttle."""
+    """One wave's partitions (still to execute), bytes and how long it takes at the throttle; ``bytes`` and
+    ``busiest_bytes`` are None when a partition of the wave copies a replica of unknown size."""
 
     wave: int
     partitions: int
-    leader_only: int
-    bytes: int
-    busiest_bytes: int  # the most one broker receives or, as leader, sends: what the throttle paces
+    leader_only: int  # changes that copy no data (same replica set, new preferred leader)
+    bytes: int | None
+    busiest_bytes: int | None  # the most one broker receives or, as leader, sends: what the throttle paces
     done: int
+
+    def eta(self, throttle: int) -> str:
+        return "unknown size" if self.busiest_bytes is None else human_duration(self.busiest_bytes / throttle)
+
+    def data(self) -> str:
+        return "unknown" if self.bytes is None else human_bytes(self.bytes)
+
+
+def copies_data(moves: pd.DataFrame) -> pd.Series:
+    """Moves that add a replica somewhere (the rest are leader-only: nothing to copy)."""
+    return moves["added_brokers"].map(lambda added: added is not None and len(added) > 0).astype(bool)
+
+
+def known_total(values: pd.Series) -> int | None:
+    """The sum of byte counts, or None when one is unknown (null): never measured is not zero."""
+    return None if values.isna().any() else int(values.sum())
 
 
 def wave_figures(judged: Judged) -> list[WaveFigures]:
@@ -189,8 +206,8 @@ def wave_figures(judged: Judged) -> list[WaveFigures]:
             WaveFigures(
                 int(wave),
                 len(todo),
-                int((todo["bytes_to_move"] == 0).sum()),
-                int(todo["bytes_to_move"].sum()),
+                int((~copies_data(todo)).sum()),
+                known_total(todo["bytes_to_move"]),
                 busiest_broker_bytes(todo),
                 int((rows["state"] == DONE).sum()),
             )
@@ -198,12 +215,15 @@ def wave_figures(judged: Judged) -> list[WaveFigures]:
     return out
 
 
-def busiest_broker_bytes(moves: pd.DataFrame) -> int:
+def busiest_broker_bytes(moves: pd.DataFrame) -> int | None:
     """The most bytes one broker receives (as an added replica) or sends (as the leader the new replicas fetch
-    from): Kafka's replication throttle paces each broker, so this sets how long the wave takes."""
+    from): Kafka's replication throttle paces each broker, so this sets how long the wave takes. None when a
+    move that copies has no size."""
+    if moves["bytes_to_move"][copies_data(moves)].isna().any():
+        return None
     traffic: dict[int, int] = {}
     for added, leader, moved in zip(moves["added_brokers"], moves["from_leader"], moves["bytes_to_move"]):
-        if not len(added) or not moved:
+        if added is None or not len(added) or not moved:
             continue
         for broker in added:
             traffic[int(broker)] = traffic.get(int(broker), 0) + int(moved) // len(added)
@@ -307,36 +327,51 @@ def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours
     run = judged.run
     cluster, version = run["cluster_id"], int(run["plan_version"])
     left = [f for f in figures if f.partitions]
-    total_seconds = sum(f.busiest_bytes for f in left) / throttle
+    sized = [f for f in left if f.busiest_bytes is not None]
+    unsized = [f for f in left if f.busiest_bytes is None]
+    copy = sum(f.bytes or 0 for f in sized)
     lines = [
         f"# Executing plan v{version} of {cluster}",
         "",
         f"Planned by run `{run['run_id']}` ({run['strategy']}) from the snapshot of {_ts(run['snapshot_ts'])}; "
         f"checked against the newest snapshot, of {_ts(judged.snapshot_ts)}.",
         "",
-        f"- partitions to move: {sum(f.partitions for f in left):,} in {len(left)} waves "
-        f"({human_bytes(sum(f.bytes for f in left))} to copy)",
-        f"- already done: {len(judged.of(DONE)):,} partitions (left out of the wave files)",
+        f"- partitions to move: {sum(f.partitions for f in left):,} in {len(left):,} "
+        f"wave{'s' if len(left) != 1 else ''} "
+        + (f"({human_bytes(copy)} to copy)" if not unsized else f"(size unknown: {_unsized_reason(unsized)})"),
+        f"- already done: {len(judged.of(DONE)):,} partition{'s' if len(judged.of(DONE)) != 1 else ''} "
+        "(left out of the wave files)",
     ]
     if len(judged.of(MOVING)):
         lines.append(f"- being moved now: {len(judged.of(MOVING)):,} partitions (kept in their wave files)")
     if len(judged.of(DRIFTED)):
         lines.append(f"- **drifted, left out (`--allow-drift`)**: {judged.drift_message()}")
-    lines += [
-        f"- throttle: {throttle:,} B/s ({human_rate(throttle)}) per broker; at that rate the waves take about "
-        f"{human_duration(total_seconds)} of copying in all",
-    ]
-    if max_hours:
-        needed = int(np.ceil(sum(f.busiest_bytes for f in left) / (max_hours * 3600))) if left else 0
+    busiest = sum(f.busiest_bytes or 0 for f in sized)
+    if unsized:
+        lines.append(
+            f"- throttle: {throttle:,} B/s ({human_rate(throttle)}) per broker; no time estimate and no suggested "
+            f"throttle for the {len(unsized):,} wave{'s' if len(unsized) != 1 else ''} without sizes"
+            + (f" (the {len(sized):,} with sizes take about {human_duration(busiest / throttle)})" if sized else "")
+        )
+    else:
+        lines.append(
+            f"- throttle: {throttle:,} B/s ({human_rate(throttle)}) per broker; at that rate the waves take about "
+            f"{human_duration(busiest / throttle)} of copying in all"
+        )
+    if max_hours and not unsized:
+        needed = int(np.ceil(busiest / (max_hours * 3600))) if left else 0
         lines.append(
             f"- to finish within {max_hours:g} h: `--throttle {max(needed, 1)}` ({human_rate(needed)}) or more"
         )
+    elif max_hours:
+        lines.append(f"- to finish within {max_hours:g} h: no suggestion, the sizes are unknown")
     lines += [
         "",
         "## Run it all: `execute.sh`",
         "",
         "```sh",
-        'BOOTSTRAP=kafka-1:9092 ./execute.sh    # COMMAND_CONFIG=admin.properties THROTTLE=... POLL_SECONDS=10 KAFKA_BIN=...',
+        "BOOTSTRAP=kafka-1:9092 ./execute.sh",
+        "# optional: COMMAND_CONFIG=admin.properties THROTTLE=<bytes/s> POLL_SECONDS=10 KAFKA_BIN=<kafka>/bin",
         "```",
         "",
         "`execute.sh` runs every wave below in order (`--execute`, then `--verify` every `POLL_SECONDS` until no "
@@ -352,16 +387,16 @@ def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {f.wave} | {f.partitions:,} | {f.leader_only:,} | {human_bytes(f.bytes)} | {human_bytes(f.busiest_bytes)} "
-        f"| {human_duration(f.busiest_bytes / throttle)} | {f.done:,} |"
+        f"| {f.wave} | {f.partitions:,} | {f.leader_only:,} | {f.data()} | "
+        f"{'unknown' if f.busiest_bytes is None else human_bytes(f.busiest_bytes)} | {f.eta(throttle)} | {f.done:,} |"
         for f in figures
     ]
     for f in left:
         name = wave_file(f.wave)
         lines += [
             "",
-            f"## Wave {f.wave}: {f.partitions:,} partitions, {human_bytes(f.bytes)}, "
-            f"about {human_duration(f.busiest_bytes / throttle)}",
+            f"## Wave {f.wave}: {f.partitions:,} partition{'s' if f.partitions != 1 else ''}, "
+            + (f"{f.data()}, about {f.eta(throttle)}" if f.bytes is not None else "size unknown, no time estimate"),
             "",
             "```sh",
             f'kafka-reassign-partitions.sh --bootstrap-server "$BOOTSTRAP" --reassignment-json-file {name} '
@@ -395,6 +430,13 @@ def runbook(judged: Judged, figures: list[WaveFigures], throttle: int, max_hours
     return "\n".join(lines) + "\n"
 
 
+def _unsized_reason(unsized: list[WaveFigures]) -> str:
+    return (
+        f"{len(unsized):,} wave{'s' if len(unsized) != 1 else ''} copy replicas whose size_bytes the snapshot does "
+        "not know (import without --log-dirs?)"
+    )
+
+
 def status_lines(judged: Judged) -> list[str]:
     """Per wave done / moving / pending / drifted and bytes left; runs of waves all pending are one line."""
     run = judged.run
@@ -406,20 +448,22 @@ def status_lines(judged: Judged) -> list[str]:
     rows = []
     for wave, group in judged.moves.groupby("wave", sort=True):
         counts = group["state"].value_counts()
-        left = int(group.loc[group["state"].isin([PENDING, MOVING]), "bytes_to_move"].sum())
+        left = known_total(group.loc[group["state"].isin([PENDING, MOVING]), "bytes_to_move"])
         rows.append([int(wave), int(wave), len(group), *(int(counts.get(s, 0)) for s in STATES), left])
-    merged: list[list[int]] = []
+    merged: list[list[Any]] = []
     for row in rows:
         prev = merged[-1] if merged else None
         if prev and prev[3] == prev[4] == prev[6] == 0 and row[3] == row[4] == row[6] == 0:  # all pending
             prev[1] = row[1]
-            for i in (2, 5, 7):
+            for i in (2, 5):
                 prev[i] += row[i]
+            prev[7] = None if prev[7] is None or row[7] is None else prev[7] + row[7]
         else:
             merged.append(row)
     for first, last, n, done, moving, pending, drifted, left in merged:
         label = str(first) if first == last else f"{first}-{last}"
-        lines.append(f"{label:>9} {n:>10,} {done:>6,} {moving:>6,} {pending:>7,} {drifted:>7,} {human_bytes(left):>11}")
+        size = "unknown" if left is None else human_bytes(left)
+        lines.append(f"{label:>9} {n:>10,} {done:>6,} {moving:>6,} {pending:>7,} {drifted:>7,} {size:>11}")
     return lines
 
 

@@ -1,7 +1,8 @@
 """``partition-planner import``: one snapshot of a cluster from Kafka's own tool output.
 
 Every file is parsed (:mod:`jobs.kafka_formats`) and joined into the three input tables before anything is
-written, so a bad file exits 2 with nothing written. The tables are written with delta-rs: no JVM starts. The snapshot is then written as one logical step:
+written, so a bad file exits 2 with nothing written. The tables are written with delta-rs (no JVM starts), the
+snapshot as one logical step:
 
 * each table's append records a Delta app transaction named after the cluster, the snapshot time and a digest
   of the files, so re-importing the same files at the same time writes nothing (a retried commit);

@@ -43,9 +43,11 @@ class ClusterOutcome:
 
 def _costs(m: dict[str, Any]) -> str:
     """Replica moves, partitions changed, data, waves; the move lower bound where it applies; the budget."""
+    size = "size unknown" if m["bytes_to_move"] is None else gib(m["bytes_to_move"])  # no --log-dirs: not 0 B
     text = (
-        f"moves {m['moves']:,} replicas in {m['partitions_moved']:,} partitions "
-        f"({m['leader_moves']:,} leader changes), {gib(m['bytes_to_move'])}, {m['waves']} waves"
+        f"moves {m['moves']:,} replica{_s(m['moves'])} in {m['partitions_moved']:,} partition"
+        f"{_s(m['partitions_moved'])} ({m['leader_moves']:,} leader change{_s(m['leader_moves'])}), {size}, "
+        f"{m['waves']:,} wave{_s(m['waves'])}"
     )
     if m.get("counts_balanced_after"):  # min_moves bounds count-balanced plans only
         text += f", min {m['min_moves']:,} for a count-balanced plan"
@@ -54,10 +56,18 @@ def _costs(m: dict[str, Any]) -> str:
     return text
 
 
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
 def _figures(m: dict[str, Any]) -> str:
-    bound = m["load_lower_bound"] or 1
+    if m["load_lower_bound"] is None:  # no throughput measured: a load of 0.00 would be made up
+        load = ("max_load/bound", "unknown", "unknown (no throughput measured)")
+    else:
+        bound = m["load_lower_bound"] or 1
+        load = ("max_load/bound", f"{m['max_load_before'] / bound:.2f}", f"{m['max_load_after'] / bound:.2f}")
     pairs = [
-        ("max_load/bound", f"{m['max_load_before'] / bound:.2f}", f"{m['max_load_after'] / bound:.2f}"),
+        load,
         ("replica_spread", m["replica_spread_before"], m["replica_spread_after"]),
         ("leader_spread", m["leader_spread_before"], m["leader_spread_after"]),
         ("rack_violations", m["rack_violations_before"], m["rack_violations_after"]),

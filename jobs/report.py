@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ from jobs.units import human_bytes, human_ratio
 from jobs.warehouse import Warehouse
 
 WORST_BROKERS = 10
+UNKNOWN_RACK = "unknown"
+MIB = 2**20
+NO_THROUGHPUT = "no throughput measured yet"
 KEYS = ["topic", "partition"]
 BEFORE, AFTER = "#9aa5b1", "#2f6fb3"
 
@@ -47,12 +51,17 @@ def write_report(
         _with_plain_lists(moves).to_csv(folder / "moves.csv", index=False)
         (folder / "summary.md").write_text(summary_markdown(run, brokers, moves))
         (folder / "index.html").write_text(page(run, brokers, moves))
-        bound = float(run["load_lower_bound"] or 0.0)
-        charts += [(folder / name, name, brokers, moves, bound) for name in CHARTS]
+        charts += [(folder / name, name, brokers, moves, _bound(run)) for name in CHARTS]
         folders.append(str(folder))
     for chart in charts:
         _draw(*chart)
     return folders
+
+
+def _bound(run: pd.Series) -> float:
+    """The load lower bound; 0 when unknown (no throughput measured: plan_runs holds null)."""
+    bound = run["load_lower_bound"]
+    return 0.0 if bound is None or pd.isna(bound) else float(bound)
 
 
 def run_constraints(run: pd.Series, config: Config, cluster_id: str) -> Constraints:
@@ -94,6 +103,7 @@ def broker_figures(warehouse: Warehouse, run: pd.Series, constraints: Constraint
         out[f"{column}_before"] = before[column]
         out[f"{column}_after"] = after[column].reindex(out.index).fillna(0)
     out = out.reset_index().merge(brokers[["broker_id", "rack", "state"]], on="broker_id", how="left")
+    out["rack"] = out["rack"].fillna(UNKNOWN_RACK)  # as Kafka gave it; a broker it did not list has none
     return out
 
 
@@ -136,14 +146,23 @@ def _broker_bars(ax: Any, brokers: pd.DataFrame, before: pd.Series, after: pd.Se
     ax.set_xlabel("broker")
 
 
+def _says(ax: Any, title: str, text: str) -> None:
+    """A chart with nothing to draw says why, instead of an empty axis."""
+    ax.set_title(title)
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=12, color="#5b6775", transform=ax.transAxes)
+
+
 def load_chart(brokers: pd.DataFrame, moves: pd.DataFrame, bound: float) -> Any:
-    """Load per broker before and after, against the lower bound."""
+    """Load per broker before and after, against the lower bound (binary units, as every figure here)."""
     fig = Figure(figsize=(9, 3.6))
     ax = fig.subplots()
-    title = "Load per broker (MB/s per unit of weight)"
-    _broker_bars(ax, brokers, brokers["load_before"] / 1e6, brokers["load_after"] / 1e6, title)
-    if bound:
-        ax.axhline(bound / 1e6, color="#c0392b", linestyle="--", label="lower bound")
+    title = "Load per broker (MiB/s per unit of weight)"
+    if not bound:
+        _says(ax, title, f"{NO_THROUGHPUT}: pass --throughput to import, or import twice to estimate it")
+        return fig
+    _broker_bars(ax, brokers, brokers["load_before"] / MIB, brokers["load_after"] / MIB, title)
+    ax.axhline(bound / MIB, color="#c0392b", linestyle="--", label="lower bound")
     ax.legend(loc="upper right", fontsize=8)
     return fig
 
@@ -161,7 +180,7 @@ def counts_chart(brokers: pd.DataFrame, moves: pd.DataFrame, bound: float) -> An
 def racks_chart(brokers: pd.DataFrame, moves: pd.DataFrame, bound: float) -> Any:
     """Replicas per rack, before and after."""
     racks = (
-        brokers.assign(rack=brokers["rack"].fillna("(none)"))
+        brokers.assign(rack=brokers["rack"].fillna(UNKNOWN_RACK))
         .groupby("rack")[["replicas_before", "replicas_after"]]
         .sum()
     )
@@ -174,16 +193,23 @@ def racks_chart(brokers: pd.DataFrame, moves: pd.DataFrame, bound: float) -> Any
 
 
 def waves_chart(brokers: pd.DataFrame, moves: pd.DataFrame, bound: float) -> Any:
-    """Bytes to copy per wave."""
-    per_wave = moves.groupby("wave")["bytes_to_move"].sum() if len(moves) else pd.Series(dtype=float)
+    """Data copied by the end of each wave, cumulative: one line that stays readable at hundreds of waves."""
     fig = Figure(figsize=(9, 3.2))
     ax = fig.subplots()
-    if len(per_wave):  # one artist for hundreds of waves (a bar each draws slowly)
-        edges = list(range(1, int(per_wave.index.max()) + 2))
-        heights = per_wave.reindex(range(1, len(edges)), fill_value=0).to_numpy() / 2**30
-        ax.stairs(heights, [e - 0.5 for e in edges], fill=True, color=AFTER)
-    ax.set_title("Data to copy per wave (GiB)")
-    ax.set_xlabel("wave")
+    title = "Data copied by the end of each wave (GiB, cumulative)"
+    if moves.empty:
+        _says(ax, title, "no moves: nothing to copy")
+        return fig
+    if moves["bytes_to_move"].isna().any():
+        _says(ax, title, "sizes unknown: the snapshot has no size_bytes (import with --log-dirs)")
+        return fig
+    per_wave = moves.groupby("wave")["bytes_to_move"].sum()
+    waves = range(1, int(per_wave.index.max()) + 1)
+    done = per_wave.reindex(waves, fill_value=0).cumsum().to_numpy() / 2**30
+    ax.stairs(done, [w - 0.5 for w in [*waves, waves[-1] + 1]], fill=True, color=AFTER, alpha=0.85)
+    ax.set_title(title)
+    ax.set_xlabel(f"wave (of {len(waves):,})")
+    ax.set_xlim(0.5, len(waves) + 0.5)
     return fig
 
 
@@ -196,8 +222,18 @@ def headline(run: pd.Series) -> list[tuple[str, str]]:
     def count(name: str) -> str:
         return f"{int(run[name]):,}" if not pd.isna(run[name]) else "-"
 
-    def change(before: str, after: str, fmt: Any = str) -> str:
+    def whole(value: Any) -> str:  # a count read back as a float (a null elsewhere in its column) stays whole
+        return "-" if pd.isna(value) else f"{int(value):,}"
+
+    def change(before: str, after: str, fmt: Any = whole) -> str:
         return f"{fmt(run[before])} → {fmt(run[after])}"
+
+    moved = run["bytes_to_move"]
+    load = (
+        change("max_load_before", "max_load_after", lambda v: _over(v, run))
+        if _bound(run)
+        else f"unknown ({NO_THROUGHPUT})"
+    )
 
     def score(value: Any) -> str:
         return f"{float(value):.1f}"
@@ -206,11 +242,11 @@ def headline(run: pd.Series) -> list[tuple[str, str]]:
         ("replica moves", count("moves")),
         ("partitions changed", count("partitions_moved")),
         ("leader moves", count("leader_moves")),
-        ("data to move", human_bytes(float(run["bytes_to_move"] or 0))),
+        ("data to move", "unknown (sizes not measured)" if pd.isna(moved) else human_bytes(float(moved))),
         ("waves", count("waves")),
         ("fewest moves possible (count-balanced)", count("min_moves")),
         ("balance score (0-100)", change("balance_score_before", "balance_score_after", score)),
-        ("busiest broker load ÷ lower bound", change("max_load_before", "max_load_after", lambda v: _over(v, run))),
+        ("busiest broker load ÷ lower bound", load),
         ("bytes in ÷ bound", change("bytes_in_ratio_before", "bytes_in_ratio_after", human_ratio)),
         ("bytes out ÷ bound", change("bytes_out_ratio_before", "bytes_out_ratio_after", human_ratio)),
         ("disk ÷ bound", change("disk_ratio_before", "disk_ratio_after", human_ratio)),
@@ -226,25 +262,29 @@ def _over(load: Any, run: pd.Series) -> str:
     return human_ratio(float(load) / float(bound)) if bound and not pd.isna(bound) else "-"
 
 
-def worst_brokers(brokers: pd.DataFrame, bound: float) -> pd.DataFrame:
-    """The brokers most loaded after the plan (then before), with their figures in people's units."""
-    worst = brokers.sort_values(["load_after", "load_before", "broker_id"], ascending=[False, False, True])
-    worst = worst.head(WORST_BROKERS)
+def worst_brokers(brokers: pd.DataFrame, bound: float, eligible: bool = True) -> pd.DataFrame:
+    """The brokers that stay (``eligible``) most loaded after the plan (then before), with their figures in
+    people's units; ``eligible=False``: the dead, draining or excluded brokers the plan empties, shown apart
+    (a dead broker is not the "busiest")."""
+    chosen = brokers[brokers["eligible"].astype(bool) == eligible]
+    worst = chosen.sort_values(["load_after", "load_before", "broker_id"], ascending=[False, False, True])
+    worst = worst.head(WORST_BROKERS) if eligible else worst
 
     def ratio(load: float) -> str:
         return human_ratio(load / bound) if bound else "-"
 
+    def rate(load: float) -> str:
+        return f"{human_bytes(load)}/s" if bound else "-"
+
     return pd.DataFrame(
         {
             "broker": worst["broker_id"],
-            "rack": worst["rack"].fillna("-"),
+            "rack": worst["rack"].fillna(UNKNOWN_RACK),
             "state": worst["state"],
             "replicas": [f"{int(b):,} → {int(a):,}" for b, a in zip(worst["replicas_before"], worst["replicas_after"])],
             "leaders": [f"{int(b):,} → {int(a):,}" for b, a in zip(worst["leaders_before"], worst["leaders_after"])],
             "load ÷ bound": [f"{ratio(b)} → {ratio(a)}" for b, a in zip(worst["load_before"], worst["load_after"])],
-            "load": [
-                f"{human_bytes(b)}/s → {human_bytes(a)}/s" for b, a in zip(worst["load_before"], worst["load_after"])
-            ],
+            "load": [f"{rate(b)} → {rate(a)}" for b, a in zip(worst["load_before"], worst["load_after"])],
         }
     )
 
@@ -258,7 +298,7 @@ def wave_table(moves: pd.DataFrame) -> pd.DataFrame:
             "wave": grouped.size().index,
             "partitions": [f"{n:,}" for n in grouped.size()],
             "leader only": [f"{int(n):,}" for n in grouped["kind"].apply(lambda k: (k == "leader").sum())],
-            "data": [human_bytes(float(b)) for b in grouped["bytes_to_move"].sum()],
+            "data": ["unknown" if b.isna().any() else human_bytes(float(b.sum())) for _, b in grouped["bytes_to_move"]],
         }
     )
 
@@ -271,12 +311,15 @@ def _notes(run: pd.Series) -> list[str]:
 
 
 def summary_markdown(run: pd.Series, brokers: pd.DataFrame, moves: pd.DataFrame) -> str:
-    bound = float(run["load_lower_bound"] or 0.0)
+    bound = _bound(run)
     lines = [f"# Plan {run['cluster_id']} v{int(run['plan_version'])}", "", _provenance(run), ""]
     lines += ["| measure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in headline(run))]
     lines += ["", "## Notes", "", *(f"- {n}" for n in _notes(run) or ["none"])]
     lines += ["", "## Charts", "", *(f"![{c[:-4]}]({c})" for c in CHARTS)]
     lines += ["", "## Busiest brokers", "", _markdown_table(worst_brokers(brokers, bound))]
+    emptied = worst_brokers(brokers, bound, eligible=False)
+    if len(emptied):
+        lines += ["", "## Brokers the plan empties (dead, draining or excluded)", "", _markdown_table(emptied)]
     lines += ["", "## Waves", "", _markdown_table(wave_table(moves))]
     return "\n".join(lines) + "\n"
 
@@ -295,14 +338,25 @@ def _markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *("| " + " | ".join(map(str, row)) + " |" for row in frame.itertuples(index=False))])
 
 
+def _html_text(text: str) -> str:
+    """Escaped text whose `code` spans (the notes and the markdown share them) become <code>, not backticks."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def page(run: pd.Series, brokers: pd.DataFrame, moves: pd.DataFrame) -> str:
-    bound = float(run["load_lower_bound"] or 0.0)
+    bound = _bound(run)
+    emptied = worst_brokers(brokers, bound, eligible=False)
+    emptied_html = (
+        f"<h2>Brokers the plan empties (dead, draining or excluded)</h2>{emptied.to_html(index=False, border=0)}"
+        if len(emptied)
+        else ""
+    )
     title = f"Plan {run['cluster_id']} v{int(run['plan_version'])}"
     cards = "".join(
         f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
         for k, v in headline(run)
     )
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in _notes(run)) or "<li>none</li>"
+    notes = "".join(f"<li>{_html_text(n)}</li>" for n in _notes(run)) or "<li>none</li>"
     charts = "".join(f'<img src="{c}" alt="{c[:-4]}">' for c in CHARTS)
     waves = wave_table(moves)
     return f"""<!doctype html>
@@ -319,11 +373,12 @@ th, td {{ border-bottom: 1px solid #e3e8ee; padding: 4px 10px; text-align: right
 th {{ background: #f1f4f8; }} td:nth-child(2), td:nth-child(3) {{ text-align: left; }}
 .scroll {{ max-height: 360px; overflow-y: auto; display: inline-block; }}
 </style></head><body>
-<h1>{html.escape(title)}</h1><p class="sub">{html.escape(_provenance(run))}</p>
+<h1>{html.escape(title)}</h1><p class="sub">{_html_text(_provenance(run))}</p>
 <div class="cards">{cards}</div>
 <h2>Notes</h2><ul>{notes}</ul>
 <h2>Charts</h2>{charts}
 <h2>Busiest brokers after the plan</h2>{worst_brokers(brokers, bound).to_html(index=False, border=0)}
+{emptied_html}
 <h2>Waves ({len(waves):,})</h2><div class="scroll">{waves.to_html(index=False, border=0)}</div>
 <p class="sub">Files: <a href="brokers.csv">brokers.csv</a>, <a href="moves.csv">moves.csv</a>,
 <a href="summary.md">summary.md</a></p>

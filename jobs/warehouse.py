@@ -128,7 +128,9 @@ class Warehouse:
         """The clusters table ``partitions`` holds snapshots of, read from one column (no Spark)."""
         import pyarrow.compute as pc
 
-        return set(pc.unique(self.table("partitions").to_pyarrow_table(columns=["cluster_id"])["cluster_id"]).to_pylist())
+        return set(
+            pc.unique(self.table("partitions").to_pyarrow_table(columns=["cluster_id"])["cluster_id"]).to_pylist()
+        )
 
     def committed_runs(self, cluster_id: str | None = None) -> pd.DataFrame:
         """The ``plan_runs`` rows of committed versions, oldest first."""

@@ -213,7 +213,12 @@ MOVES = TableSpec(
         ("to_leader", "int", NOT_NULL),
         ("added_brokers", "array<int>", NOT_NULL),
         ("removed_brokers", "array<int>", NOT_NULL),
-        ("bytes_to_move", "long", NOT_NULL, "size_bytes x number of added replicas"),
+        (
+            "bytes_to_move",
+            "long",
+            True,
+            "size_bytes x number of added replicas; null: copies a replica of unknown size",
+        ),
         ("wave", "int", NOT_NULL, "execution order, 1-based"),
         ("epoch", "long", NOT_NULL, "the partition's new epoch"),
     ),
@@ -299,7 +304,12 @@ PLAN_INPUT = TableSpec(
         ("epoch", "long", True, "previous rows: the plan's epoch"),
         ("cores", "array<int>", True, "previous rows: the plan's core per replica (assign_cores), else empty"),
         ("adding_replicas", "array<int>", True, "partition rows: mid-reassignment, brokers being added; else empty"),
-        ("removing_replicas", "array<int>", True, "partition rows: mid-reassignment, brokers being removed; else empty"),
+        (
+            "removing_replicas",
+            "array<int>",
+            True,
+            "partition rows: mid-reassignment, brokers being removed; else empty",
+        ),
     ),
 )
 

@@ -113,7 +113,9 @@ def test_a_drifted_partition_stops_export_and_status_follows_the_waves(planned, 
     wave_1 = moves[moves["wave"] == 1]
     drifted = moves[(moves["wave"] > 1) & (moves["kind"] != "leader")].iloc[0]
     key = (drifted["topic"], int(drifted["partition"]))
-    elsewhere = [int(b) for b in drifted["from_replicas"]][::-1]  # same brokers, another leader: neither baseline nor target
+    elsewhere = [int(b) for b in drifted["from_replicas"]][
+        ::-1
+    ]  # same brokers, another leader: neither baseline nor target
 
     def wave_1_done_and_one_drifted(layout):
         for t, p, to in zip(wave_1["topic"], wave_1["partition"], wave_1["to_replicas"]):
@@ -162,8 +164,9 @@ def test_issue_37_a_drifted_partition_is_resolved_by_planning_again(planned, tmp
     runs = table(planned, "plan_runs").query("cluster_id == @CLUSTER and status == 'committed'")
     assert sorted(runs["plan_version"]) == [1, 2]
     v2 = runs[runs["plan_version"] == 2].iloc[0]
-    assert f"1 partition drifted from v1" in v2["notes"] and f"{key[0]}:{key[1]} at {','.join(map(str, elsewhere))}" in (
-        v2["notes"]
+    assert (
+        "1 partition drifted from v1" in v2["notes"]
+        and f"{key[0]}:{key[1]} at {','.join(map(str, elsewhere))}" in (v2["notes"])
     )
     assert f"{CLUSTER}      committed v2" in shown
 

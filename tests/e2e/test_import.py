@@ -272,7 +272,14 @@ def in_flight(text: str, partition_line: str) -> tuple[str, list[int], list[int]
     line = next(line for line in text.splitlines() if partition_line in line)
     cells = dict(c.split(": ", 1) for c in line.strip().split("\t") if ": " in c)
     replicas = [int(b) for b in cells["Replicas"].split(",")]
-    brokers = sorted({int(b) for row in text.splitlines() if "Replicas: " in row for b in row.split("Replicas: ")[1].split("\t")[0].split(",")})
+    brokers = sorted(
+        {
+            int(b)
+            for row in text.splitlines()
+            if "Replicas: " in row
+            for b in row.split("Replicas: ")[1].split("\t")[0].split(",")
+        }
+    )
     newcomer = next(b for b in brokers if b not in replicas)
     target = [*replicas[:-1], newcomer]
     union = ",".join(map(str, [*target, replicas[-1]]))
@@ -299,14 +306,16 @@ def test_issue_37_import_plan_export_of_a_reassignment_in_flight_keep_every_repl
 
     assert plan(warehouse) == 0
     run = table(warehouse, "plan_runs").iloc[0]
-    assert f"1 partition mid-reassignment in the snapshot" in run["notes"] and f"{key[0]}:{key[1]}" in run["notes"]
+    assert "1 partition mid-reassignment in the snapshot" in run["notes"] and f"{key[0]}:{key[1]}" in run["notes"]
     rf = {(t, int(p)): len(r) for t, p, r in zip(rows["topic"], rows["partition"], rows["replicas"])}
     rf[key] = len(target)
     plans = table(warehouse, "plans")
     assert {(t, int(p)): len(r) for t, p, r in zip(plans["topic"], plans["partition"], plans["replicas"])} == rf
     moves = table(warehouse, "moves")
     assert all(len(f) == rf[(t, int(p))] for t, p, f in zip(moves["topic"], moves["partition"], moves["from_replicas"]))
-    assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--out-dir", str(tmp_path / "x")]) == 0
+    assert (
+        cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--out-dir", str(tmp_path / "x")]) == 0
+    )
     for name in [*sorted((tmp_path / "x").glob("wave-*.json")), tmp_path / "x" / "rollback.json"]:
         for entry in json.loads(Path(name).read_text())["partitions"]:
             assert len(entry["replicas"]) == rf[(entry["topic"], entry["partition"])], (name, entry)
@@ -323,7 +332,12 @@ def test_issue_37_a_topics_file_cut_short_is_refused_with_exit_2_and_nothing_wri
     partition_rows = [i for i, line in enumerate(lines) if "Partition: 1\t" in line]
     last = partition_rows[len(partition_rows) // 2]
     if where == "mid-line":
-        cut = "".join(lines[:last]) + lines[last].split("Replicas: ")[0] + "Replicas: " + lines[last].split("Replicas: ")[1][:1]
+        cut = (
+            "".join(lines[:last])
+            + lines[last].split("Replicas: ")[0]
+            + "Replicas: "
+            + lines[last].split("Replicas: ")[1][:1]
+        )
         expected = f"line {last + 1}: the file ends inside this partition line"
     else:
         cut = "".join(lines[: last + 1])

@@ -22,7 +22,13 @@ def run(tmp_path: Path, *args: str) -> tuple[int, str, bool]:
     jvm_log = tmp_path / f"jvm-{len(list(tmp_path.glob('jvm-*')))}.log"
     env = {**os.environ, "PARTITION_PLANNER_JVM_LOG": str(jvm_log)}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "jobs.cli", *args],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return done.returncode, done.stderr, jvm_log.exists()
 

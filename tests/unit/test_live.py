@@ -100,7 +100,7 @@ def test_drift_from_the_plan_in_force_writes_a_new_version_with_the_same_targets
     pending = plan_cluster(brokers, again, request)
     assert pending.status == SKIPPED and "v1 still pending" in " ".join(pending.notes)
 
-    moved = [k for k in target if list(target[k]) != list(start[k])][0]
+    moved = next(k for k in target if list(target[k]) != list(start[k]))
     row = int(parts.index[(parts["topic"] == moved[0]) & (parts["partition"] == moved[1])][0])
     elsewhere = list(start[moved])[::-1]  # same brokers, another preferred leader: neither end
     drifted = again.copy()
