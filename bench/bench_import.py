@@ -1,10 +1,13 @@
-"""make bench: ``import`` on the tool output of a 100,000-partition cluster.
+"""make bench: ``import`` on the tool output of a 100,000-partition cluster and of a 20-partition one, and
+the wall time of a usage error.
 
 The files are what Kafka's tools print for a seeded demo-style cluster (``tests/kafka_samples``): describe,
-api-versions, log dirs, and a throughput CSV. Printed: the median of the parse-and-join step (no Spark, in this
-process), then the whole command as an operator runs it (own process, Spark start included), first into an empty
-warehouse and then again with the same files (which writes nothing). No goal is set for it; the figures say
-where the time goes.
+api-versions, log dirs, and a throughput CSV. Printed: the median of the parse-and-join step (in this process),
+then the whole command as an operator runs it (own process; no JVM starts, delta-rs writes the tables), first
+into an empty warehouse and then again with the same files (which writes nothing); then, medians of a few runs
+each, the import of a 20-partition cluster and three usage errors (``plan`` with an empty ``--run-id`` or an
+unknown ``--cluster``, ``sql`` on tables plan has not written), each its own process: what an operator waits for
+a small cluster or a typo. No goal is set; the figures say where the time goes.
 """
 
 from __future__ import annotations
@@ -39,6 +42,36 @@ def write_files(folder: Path, partitions: int) -> Sources:
     return Sources(*(["big"] + [str(folder / n) for n in texts]))
 
 
+def timed(argv: list[str], expect: int) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True)
+    if done.returncode != expect:
+        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}, not {expect}: {done.stderr.decode()[-400:]}")
+    return time.perf_counter() - start
+
+
+def small_and_wrong(folder: Path, repeat: int) -> None:
+    """The import of a 20-partition cluster and three usage errors, each a process of its own (medians)."""
+    fleet = generate_fleet(clusters=1, brokers=6, topics=4, partitions=20, seed=2)
+    parts, brokers = fleet["partitions"], fleet["brokers"]
+    (folder / "t.txt").write_text(kafka_samples.describe(parts, brokers))
+    (folder / "b.txt").write_text(kafka_samples.api_versions(brokers))
+    cli = [sys.executable, "-m", "jobs.cli"]
+    wh = str(folder / "small-wh")
+    runs: dict[str, list[float]] = {"import, 20 partitions": [], "plan --run-id ''": [], "plan --cluster nope": []}
+    runs["sql on tables not written"] = []
+    for k in range(repeat):
+        argv = [*cli, "import", "--warehouse", wh, "--cluster", "small", "--topics", str(folder / "t.txt")]
+        argv += ["--brokers", str(folder / "b.txt"), "--snapshot-ts", f"2026-11-24T00:0{k}:00Z"]
+        runs["import, 20 partitions"].append(timed(argv, 0))
+        runs["plan --run-id ''"].append(timed([*cli, "plan", "--warehouse", wh, "--run-id", ""], 2))
+        runs["plan --cluster nope"].append(timed([*cli, "plan", "--warehouse", wh, "--cluster", "nope"], 2))
+        runs["sql on tables not written"].append(timed([*cli, "sql", "--warehouse", wh, "SELECT * FROM plans"], 2))
+    print(f"\nsmall cluster and usage errors, whole commands (own process, no JVM), median of {repeat}")
+    for name, seconds in runs.items():
+        print(f"  {name:<28} {statistics.median(seconds):6.2f} s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--partitions", type=int, default=100_000)
@@ -63,8 +96,10 @@ def main() -> int:
             whole.append(time.perf_counter() - start)
     print(f"\nimport of {len(snapshot.partitions):,} partitions ({size:.0f} MB of Kafka tool output)")
     print(f"  parse and join (no Spark)      median {statistics.median(parse):6.2f} s of {args.repeat}")
-    print(f"  import command, empty warehouse       {whole[0]:6.2f} s (Spark start included)")
+    print(f"  import command, empty warehouse       {whole[0]:6.2f} s (delta-rs, no JVM)")
     print(f"  import command, same files again      {whole[1]:6.2f} s (writes nothing)")
+    with tempfile.TemporaryDirectory() as tmp:
+        small_and_wrong(Path(tmp), args.repeat)
     return 0
 
 

@@ -28,7 +28,7 @@ class ClusterOutcome:
 
     def summary_line(self, dry_run: bool = False) -> str:
         """One line per cluster: what happened, from which snapshot, what it costs, before -> after."""
-        status = "dry-run" if dry_run and self.status == COMMITTED and not self.done_by else self.status
+        status = "dry-run" if dry_run and self.status == COMMITTED else self.status  # a dry run never says committed
         version = "v-" if self.plan_version is None else f"v{self.plan_version}"
         when = _utc(self.snapshot_ts) if self.snapshot_ts else "-"
         head = f"{self.cluster_id:<14} {status:<9} {version:<4} {when}  {self.strategy:<15}"
