@@ -18,6 +18,7 @@ from jobs import cli
 from tests.e2e.test_plan_cli import plan, small_fleet, table, write_fleet
 
 pytestmark = pytest.mark.integration
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 REASSIGN = r"""#!/bin/sh
 # Stand-in for kafka-reassign-partitions.sh: records its arguments; --verify answers as Kafka does.
@@ -99,10 +100,13 @@ def steps(calls: list[str]) -> list[tuple[str, str]]:
 
 
 def test_issue_37_execute_sh_runs_every_wave_of_the_demo_in_order_and_resumes_after_a_failure(
-    spark, tmp_path, kafka_bin
+    spark, tmp_path, kafka_bin, capsys
 ):
     warehouse = str(tmp_path / "warehouse")
     assert cli.main(["demo", "--warehouse", warehouse]) == 0
+    # the README's demo summary line is this run's (tests/e2e/test_readme_walk.py checks the rest of its walk)
+    readme_line = README.read_text().split("A demo summary line per cluster reads:")[1].split("```")[1].strip()
+    assert readme_line in capsys.readouterr().out.splitlines(), readme_line
     out = tmp_path / "exec"
     assert cli.main(["export", "--warehouse", warehouse, "--cluster", "cluster-1", "--out-dir", str(out)]) == 0
     waves = sorted(p.name for p in out.glob("wave-*.json"))

@@ -66,6 +66,16 @@ def run_shell(line: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
     return subprocess.run(["bash", "-c", line], check=False, env=env, cwd=cwd, capture_output=True, text=True)
 
 
+def test_the_readme_notes_of_demo_brokers_13_are_what_it_prints(spark, tmp_path, capsys):
+    """The README quotes `partition-planner demo --brokers 13`'s notes: a real run's, so they cannot go stale."""
+    text = README.read_text()
+    quoted = text.split("with `partition-planner demo --brokers 13`")[1].split("```")[1].strip().splitlines()
+    assert cli.main(["demo", "--warehouse", str(tmp_path / "wh"), "--brokers", "13"]) == 0
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    missing = [line for line in quoted if line.strip() not in printed]
+    assert not missing, "README's --brokers 13 notes are stale; the run printed:\n" + "\n".join(printed)
+
+
 def test_the_readme_walk_from_kafka_tool_output_to_an_executed_plan(spark, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     env = stand_ins(tmp_path / "kafka-bin", "cluster-1") | {"POLL_SECONDS": "0"}
@@ -107,5 +117,5 @@ def test_the_readme_walk_from_kafka_tool_output_to_an_executed_plan(spark, tmp_p
     # what status printed is what the README shows (below its first line, which names the run and the times)
     printed = capsys.readouterr().out
     status = printed[printed.index("prod-eu-1 plan v1") :].strip().splitlines()[1:]
-    shown = section("### Executing a plan").split("`status` right after the export")[1].split("```")[1].strip()
+    shown = section("### Executing a plan").split("`status` right after the export")[1].split("```")[1].strip("\n")
     assert "\n".join(status) == shown, "\n".join(status)
