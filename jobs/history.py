@@ -125,9 +125,7 @@ def check_run_id_reuse(
         )
 
 
-def committed_plans(
-    store: TableStore, history: History, clusters: list[str], name: str = "plans"
-) -> DataFrame | None:
+def committed_plans(store: TableStore, history: History, clusters: list[str], name: str = "plans") -> DataFrame | None:
     """Rows of the last committed plan version (the plan in force) of each of ``clusters`` in ``plans`` (or
     ``moves``: where each changed partition started); None if none has one."""
     last = {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
