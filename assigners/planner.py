@@ -258,6 +258,9 @@ def _read_snapshot(
     partitions, notes = settle_in_flight(partitions)
     if request.constraints.default_replication_factor is None:
         notes.extend(uneven_replication_factors(partitions, set(request.constraints.replication_factor)))
+    if "size_bytes" in partitions and (unsized := int(partitions["size_bytes"].isna().sum())):
+        noun = "partition has" if unsized == 1 else "partitions have"
+        notes.append(f"{unsized} {noun} no size_bytes (import without --log-dirs?): what their moves copy is unknown")
     if "has_throughput" in partitions:
         missing = int((~partitions["has_throughput"].astype(bool)).sum())
         if missing:

@@ -228,6 +228,12 @@ def headline(run: pd.Series) -> list[tuple[str, str]]:
     def change(before: str, after: str, fmt: Any = whole) -> str:
         return f"{fmt(run[before])} → {fmt(run[after])}"
 
+    def ratio(name: str, why: str) -> str:
+        before, after = run[f"{name}_before"], run[f"{name}_after"]
+        if pd.isna(before) and pd.isna(after):
+            return f"unknown ({why})"
+        return f"{human_ratio(before)} → {human_ratio(after)}"
+
     moved = run["bytes_to_move"]
     load = (
         change("max_load_before", "max_load_after", lambda v: _over(v, run))
@@ -247,9 +253,9 @@ def headline(run: pd.Series) -> list[tuple[str, str]]:
         ("fewest moves possible (count-balanced)", count("min_moves")),
         ("balance score (0-100)", change("balance_score_before", "balance_score_after", score)),
         ("busiest broker load ÷ lower bound", load),
-        ("bytes in ÷ bound", change("bytes_in_ratio_before", "bytes_in_ratio_after", human_ratio)),
-        ("bytes out ÷ bound", change("bytes_out_ratio_before", "bytes_out_ratio_after", human_ratio)),
-        ("disk ÷ bound", change("disk_ratio_before", "disk_ratio_after", human_ratio)),
+        ("bytes in ÷ bound", ratio("bytes_in_ratio", NO_THROUGHPUT)),
+        ("bytes out ÷ bound", ratio("bytes_out_ratio", NO_THROUGHPUT)),
+        ("disk ÷ bound", ratio("disk_ratio", "sizes not measured")),
         ("replica spread (max − min)", change("replica_spread_before", "replica_spread_after")),
         ("leader spread (max − min)", change("leader_spread_before", "leader_spread_after")),
         ("rack violations", change("rack_violations_before", "rack_violations_after")),
