@@ -80,7 +80,8 @@ def _export(argv: list[str]) -> int:
         return _error(exc, 1)
     write_json(payload, args.out)
     if args.out:
-        print(f"wrote {len(payload['partitions'])} partitions to {args.out}", file=sys.stderr)
+        n = len(payload["partitions"])
+        print(f"wrote {n:,} partition{'s' if n != 1 else ''} to {args.out}", file=sys.stderr)
     return 0
 
 

@@ -140,13 +140,18 @@ def run(args: argparse.Namespace) -> int:
 
 def check_usage(warehouse: str, config: Any, args: argparse.Namespace) -> None:
     """The usage errors found before Spark starts (a JVM costs seconds): an empty ``--run-id``, no partitions
-    table, a ``--cluster`` the partitions table has no snapshot of (read with delta-rs)."""
+    table, a ``--cluster`` the partitions table has no snapshot of (read with delta-rs).
+
+    With ``job.store = "delta-spark"`` delta-rs may have no credentials where Spark's Hadoop settings have
+    them, so only the run id is checked here; Spark then names what it cannot read."""
     from jobs.stages import UsageError
     from jobs.store import TableNotFoundError
     from jobs.warehouse import TableUnreadableError, Warehouse
 
     if args.run_id is not None and not args.run_id.strip():
         raise UsageError("--run-id is empty: give a non-empty id, or drop the flag to derive one")
+    if config.store == "delta-spark":
+        return
     tables = Warehouse(warehouse, config.tables)
     if not tables.exists("partitions"):
         raise TableNotFoundError(
