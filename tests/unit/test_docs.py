@@ -39,6 +39,16 @@ def test_the_contract_documents_every_column_of_every_table_in_order():
         assert documented[name] == [(c.name, c.type) for c in spec.columns], name
 
 
+def test_the_readme_keeps_balanced_to_two_sentences_and_links_its_page():
+    row = next(line for line in README.read_text().splitlines() if line.startswith("| `balanced` |"))
+    idea = row.split(" | ")[2]
+    assert "(docs/balanced.md)" in idea and (ROOT / "docs" / "balanced.md").exists()
+    assert len(re.findall(r"[.!?](?:\s|$)", idea)) <= 2, idea
+    page = (ROOT / "docs" / "balanced.md").read_text()
+    for key in ("count_slack", "load_ratio", "replica_slack", "leader_slack", "disk_ratio", "bytes_in_ratio"):
+        assert f"`{key}`" in page, key
+
+
 def test_the_readme_links_the_contract_inside_the_repository():
     text = README.read_text()
     assert "(docs/contract.md)" in text
