@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from assigners.errors import InvalidInputError
+from assigners.model import PAD, replica_matrix, row_all, sorted_rows
 
 IN_FLIGHT = ("adding_replicas", "removing_replicas")
 SHOWN = 20  # partitions named in a note about counts; in-flight ones are all named
@@ -56,21 +58,21 @@ def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     >>> head.startswith("1 partition mid-reassignment in the snapshot, planned from its in-flight target"), named
     (True, 't:0 1,2,4,3 -> 1,2,4')
     """
-    if not any(c in partitions for c in IN_FLIGHT):
+    columns = [partitions[c].tolist() for c in IN_FLIGHT if c in partitions]
+    if not columns:
         return partitions, []
-    adding = [_brokers(a) for a in partitions.get("adding_replicas", pd.Series([None] * len(partitions)))]
-    removing = [_brokers(r) for r in partitions.get("removing_replicas", pd.Series([None] * len(partitions)))]
-    moving = [i for i, (a, r) in enumerate(zip(adding, removing)) if a or r]
-    if not moving:
+    moving = np.flatnonzero(sum((_lengths(c) for c in columns), np.zeros(len(partitions), dtype=np.int64)))
+    if not len(moving):  # the usual snapshot: one pass over two columns of empty lists
         return partitions, []
+    adding, removing = (partitions.get(c, pd.Series([None] * len(partitions))).tolist() for c in IN_FLIGHT)
     replicas = partitions["replicas"].tolist()
     bad, named, targets = [], [], list(replicas)
-    for i in moving:
-        listed = _brokers(replicas[i])
+    for i in moving.tolist():
+        listed, added, removed = _brokers(replicas[i]), _brokers(adding[i]), _brokers(removing[i])
         name = f"{partitions['topic'].iat[i]}:{int(partitions['partition'].iat[i])}"
-        target = [b for b in listed if b not in set(removing[i])]
-        if not set(adding[i]) <= set(listed) or not set(removing[i]) <= set(listed) or not target:
-            bad.append(f"{name} replicas={_ids(listed)} adding={_ids(adding[i])} removing={_ids(removing[i])}")
+        target = [b for b in listed if b not in set(removed)]
+        if not set(added) <= set(listed) or not set(removed) <= set(listed) or not target:
+            bad.append(f"{name} replicas={_ids(listed)} adding={_ids(added)} removing={_ids(removed)}")
             continue
         targets[i] = target
         named.append(f"{name} {_ids(listed)} -> {_ids(target)}")
@@ -128,23 +130,28 @@ def drifted(partitions: pd.DataFrame) -> list[str]:
     """
     if "previous_baseline" not in partitions or "previous_replicas" not in partitions:
         return []
-    out = []
-    for topic, partition, live, target, baseline in zip(
-        partitions["topic"],
-        partitions["partition"],
-        partitions["replicas"],
-        partitions["previous_replicas"],
-        partitions["previous_baseline"],
-    ):
-        planned, start, now = _brokers(target), _brokers(baseline), _brokers(live)
-        if not planned or not now or _same(now, planned) or _same(now, start or planned):
-            continue
-        out.append(
-            f"{topic}:{int(partition)} at {_ids(now)} (plan in force: {_ids(start or planned)} -> {_ids(planned)})"
-        )
-    return out
+    live, target, start = (partitions[c].tolist() for c in ("replicas", "previous_replicas", "previous_baseline"))
+    width = max(1, *(int(_lengths(rows).max(initial=0)) for rows in (live, target, start)))
+    now, planned, began = (replica_matrix(rows, width) for rows in (live, target, start))
+    began = np.where((began[:, 0] == PAD)[:, None], planned, began)  # no move in that plan: it started there
+    away = (planned[:, 0] != PAD) & (now[:, 0] != PAD) & ~_same(now, planned) & ~_same(now, began)
+    return [
+        f"{partitions['topic'].iat[i]}:{int(partitions['partition'].iat[i])} at {_ids(_brokers(live[i]))} "
+        f"(plan in force: {_ids(_brokers(start[i]) or _brokers(target[i]))} -> {_ids(_brokers(target[i]))})"
+        for i in np.flatnonzero(away).tolist()
+    ]
 
 
-def _same(found: list[int], expected: list[int]) -> bool:
-    """Same brokers and the same preferred leader (follower order does not matter to a plan)."""
-    return len(found) == len(expected) and set(found) == set(expected) and found[0] == expected[0]
+def _same(found: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Per row: the same brokers and the same preferred (first) broker; follower order does not matter to a
+    plan. Padded rows of equal width: equal sorted rows also have equal lengths."""
+    same: np.ndarray = (found[:, 0] == expected[:, 0]) & row_all(sorted_rows(found) == sorted_rows(expected))
+    return same
+
+
+def _lengths(rows: list[Any]) -> np.ndarray:
+    """Each row's length, 0 for None or NaN (``map(len)`` where every row has one: ~5x faster)."""
+    try:
+        return np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    except TypeError:
+        return np.fromiter((len(_brokers(r)) for r in rows), dtype=np.int64, count=len(rows))

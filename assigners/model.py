@@ -334,6 +334,7 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
             "leader_load": leader_load,
             "follower_load": follower_load,
             "size_bytes": pdf.get("size_bytes", zeros).fillna(0).astype("int64").values,
+            "size_known": pdf["size_bytes"].notna().to_numpy() if "size_bytes" in pdf else np.zeros(len(pdf), bool),
             "previous_cores": object_column(_planned_cores(pdf, previous)),
         }
     )

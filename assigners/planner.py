@@ -231,6 +231,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
             waves=int(planned["wave"].max()) if changed.any() else 0,
         ),
         planned,
+        prepared,
         partitions,
     )
     status = _judge(
@@ -269,14 +270,17 @@ def _read_snapshot(
     return partitions, notes, drifted(partitions) if request.has_previous_plan else []
 
 
-def _unmeasured_as_null(metrics: PlanMetrics, planned: pd.DataFrame, partitions: pd.DataFrame) -> PlanMetrics:
+def _unmeasured_as_null(
+    metrics: PlanMetrics, planned: pd.DataFrame, prepared: pd.DataFrame, partitions: pd.DataFrame
+) -> PlanMetrics:
     """Unknown is not zero: a move that copies a replica of unknown size has no ``bytes_to_move`` (nor has the
     plan, then), and without a single throughput row the load figures are unknown, not 0.00. In place on
     ``planned``; a leader-only change copies nothing, so its 0 bytes are known."""
-    ordered = partitions.sort_values(["topic", "partition"], kind="stable")  # prepare_partitions' order
-    sized = ordered["size_bytes"].notna().to_numpy() if "size_bytes" in ordered else np.zeros(len(ordered), bool)
-    copies = np.array([a is not None and len(a) > 0 for a in planned["added_brokers"]], dtype=bool)
-    unknown = copies & ~sized
+    sized = prepared["size_known"].to_numpy()
+    unknown = np.zeros(len(planned), dtype=bool)
+    if not sized.all():  # the copies are listed only where a size is missing
+        copies = np.array([a is not None and len(a) > 0 for a in planned["added_brokers"]], dtype=bool)
+        unknown = copies & ~sized
     if unknown.any():
         planned["bytes_to_move"] = planned["bytes_to_move"].astype("Int64").mask(unknown)
         metrics = replace(metrics, bytes_to_move=None)
