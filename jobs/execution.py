@@ -85,10 +85,11 @@ def where_going(snapshot: pd.DataFrame) -> list[list[int]]:
     """Each partition's replicas, a reassignment in flight counted at its target (``replicas`` minus
     ``removing_replicas``), as the planner counts it (``assigners.live``)."""
     removing = snapshot["removing_replicas"] if "removing_replicas" in snapshot else [None] * len(snapshot)
-    return [
-        [int(b) for b in r if r_out is None or int(b) not in {int(x) for x in r_out}]
-        for r, r_out in zip(snapshot["replicas"], removing)
-    ]
+    out = []
+    for replicas, removed in zip(snapshot["replicas"], removing):
+        gone = set() if removed is None else {int(b) for b in removed}
+        out.append([int(b) for b in replicas if int(b) not in gone])
+    return out
 
 
 def plain(brokers: Any) -> str:
