@@ -70,7 +70,7 @@ def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     for i in moving.tolist():
         listed, added, removed = _brokers(replicas[i]), _brokers(adding[i]), _brokers(removing[i])
         name = f"{partitions['topic'].iat[i]}:{int(partitions['partition'].iat[i])}"
-        target = [b for b in listed if b not in set(removed)]
+        target = in_flight_target(listed, removed)
         if not set(added) <= set(listed) or not set(removed) <= set(listed) or not target:
             bad.append(f"{name} replicas={_ids(listed)} adding={_ids(added)} removing={_ids(removed)}")
             continue
@@ -87,6 +87,16 @@ def settle_in_flight(partitions: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         f"{len(named)} {noun} mid-reassignment in the snapshot, planned from {'its' if len(named) == 1 else 'their'} "
         f"in-flight target (Replicas minus Removing Replicas): {'; '.join(named)}"
     ]
+
+
+def in_flight_target(replicas: Sequence[int], removing: Sequence[int] | None) -> list[int]:
+    """Where a reassignment in flight takes the partition: ``replicas`` minus ``removing``, in Kafka's order.
+
+    >>> in_flight_target([1, 2, 4, 3], [3]), in_flight_target([5, 6], None)
+    ([1, 2, 4], [5, 6])
+    """
+    gone = {int(b) for b in removing} if removing is not None else set()
+    return [int(b) for b in replicas if int(b) not in gone]
 
 
 def uneven_replication_factors(partitions: pd.DataFrame, configured: frozenset[str] | set[str]) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from assigners.live import in_flight_target
 from jobs.execute_script import execute_script
 from jobs.units import human_bytes, human_duration, human_rate
 from jobs.warehouse import Warehouse
@@ -85,11 +86,7 @@ def where_going(snapshot: pd.DataFrame) -> list[list[int]]:
     """Each partition's replicas, a reassignment in flight counted at its target (``replicas`` minus
     ``removing_replicas``), as the planner counts it (``assigners.live``)."""
     removing = snapshot["removing_replicas"] if "removing_replicas" in snapshot else [None] * len(snapshot)
-    out = []
-    for replicas, removed in zip(snapshot["replicas"], removing):
-        gone = set() if removed is None else {int(b) for b in removed}
-        out.append([int(b) for b in replicas if int(b) not in gone])
-    return out
+    return [in_flight_target(replicas, removed) for replicas, removed in zip(snapshot["replicas"], removing)]
 
 
 def plain(brokers: Any) -> str:

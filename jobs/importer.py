@@ -282,13 +282,14 @@ def write_snapshot(warehouse: Warehouse, snapshot: Snapshot, ts: dt.datetime | N
     """Write one snapshot (``ts`` None: now, or the time of this import's interrupted earlier run); the lines
     say what was written. Raises :class:`ImportCollisionError`, writing nothing, when other files already
     made a snapshot of the cluster at that time."""
-    planned_times = _times(warehouse, "partitions", snapshot.cluster)  # the snapshots the planner sees
-    ts = ts or _interrupted(warehouse, snapshot, planned_times) or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    times = {name: _times(warehouse, name, snapshot.cluster) for name in WRITE_ORDER}  # each table read once
+    planned_times = times["partitions"]  # the snapshots the planner sees
+    ts = ts or _interrupted(warehouse, snapshot, times) or dt.datetime.now(dt.UTC).replace(microsecond=0)
     txn = app_id(snapshot.cluster, ts, snapshot.digest)
     done = {name: (warehouse.txn_version(name, txn) or 0) >= 1 for name in WRITE_ORDER}
     if all(done.values()):
         return [already_line(snapshot, ts)]
-    taken = [n for n in WRITE_ORDER if not done[n] and ts in _times(warehouse, n, snapshot.cluster)]
+    taken = [n for n in WRITE_ORDER if not done[n] and ts in times[n]]
     if taken:
         tables = f"table {taken[0]} already holds" if len(taken) == 1 else f"tables {', '.join(taken)} already hold"
         raise ImportCollisionError(
@@ -314,12 +315,11 @@ def write_snapshot(warehouse: Warehouse, snapshot: Snapshot, ts: dt.datetime | N
     return [f"snapshot {ts.isoformat()} of cluster {snapshot.cluster}", *lines]
 
 
-def _interrupted(warehouse: Warehouse, snapshot: Snapshot, planned_times: set[dt.datetime]) -> dt.datetime | None:
-    """The time of an import of these same files that wrote brokers or throughput but not partitions."""
-    candidates: set[dt.datetime] = set()
-    for name in ("throughput", "brokers"):
-        candidates |= _times(warehouse, name, snapshot.cluster)
-    for ts in sorted(candidates - planned_times, reverse=True):
+def _interrupted(warehouse: Warehouse, snapshot: Snapshot, times: dict[str, set[dt.datetime]]) -> dt.datetime | None:
+    """The time of an import of these same files that wrote brokers or throughput but not partitions
+    (``times``: each input table's snapshot times of the cluster)."""
+    candidates = times["throughput"] | times["brokers"]
+    for ts in sorted(candidates - times["partitions"], reverse=True):
         txn = app_id(snapshot.cluster, ts, snapshot.digest)
         if any(warehouse.txn_version(n, txn) for n in ("throughput", "brokers")):
             return ts
