@@ -176,6 +176,51 @@ def seeds_10k(seeds: range) -> None:
         )
 
 
+ISSUE_38_SHAPES = [
+    ("drifted", 30, 3_000),
+    ("broker_added", 12, 600),
+    ("rf_gt_racks", 8, 400),
+    ("broker_removed", 12, 600),
+    ("hot", 12, 600),
+    ("racks_544", 13, 600),
+    ("racks_633", 12, 600),
+]
+
+
+def reachable_bounds(brokers: pd.DataFrame, parts: pd.DataFrame) -> dict[str, float]:
+    """Per balanced goal the racks force above its lower bound: the reachable bound over the lower bound."""
+    from assigners import Constraints
+    from assigners.balanced.state import GoalSearch
+    from assigners.balanced.strategy import _resources
+    from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+
+    c = Constraints()
+    b, p = prepare_brokers(brokers, c), prepare_partitions(parts, c)
+    view = ClusterView.from_brokers(b, c)
+    search = GoalSearch([list(r) for r in p["current"]], p, view, _resources(p, b, view), c)
+    return {r.name: search.reachable[k] / search.bounds[k] for k, r in enumerate(search.resources) if search.forced(k)}
+
+
+def shapes() -> None:
+    """Issue 38's shapes: moves / min_moves, max_load/bound and each resource's ratio, beside the reachable bound
+    (x the lower bound) where the racks force one."""
+    from tests.unit.scenarios import scenario
+
+    print("\nissue 38's shapes (seed 7), balanced: moves/min, max_load/bound, disk/in/out ratios; reachable bounds")
+    for kind, n_brokers, n_parts in ISSUE_38_SHAPES:
+        brokers, parts = scenario(kind, n_brokers, n_parts, seed=7)
+        elapsed, f = run_one("balanced", brokers, parts)
+        result = plan_cluster(brokers, parts, PlanRequest("bench", "balanced", allow_worse=True))
+        m = result.metrics
+        reach = ", ".join(f"{goal} {ratio:.3f}" for goal, ratio in reachable_bounds(brokers, parts).items()) or "-"
+        unmet = sum(NOT_MET in note for note in result.notes)
+        print(
+            f"  {kind:<15} {n_brokers:>3} x {n_parts:>5} {elapsed * 1000:6.0f} ms  {int(f['moves']):>5} / "
+            f"{int(f['min_moves']):<5} {f['max/bound']:.3f}  {m.disk_ratio_after:.3f} {m.bytes_in_ratio_after:.3f} "
+            f"{m.bytes_out_ratio_after:.3f}  goals not met {unmet}  reachable: {reach}"
+        )
+
+
 def big_child(strategy: str) -> None:
     brokers, parts = cluster(1_000_000, 500, 10)
     elapsed, figures = run_one(strategy, brokers, parts)
@@ -220,6 +265,7 @@ def main() -> int:
         return 0
     if not args.only_1m:
         small(args.repeat)
+        shapes()
         scenarios(3)
         scenarios_10k(3)
         seeds_10k(range(1, 6))

@@ -43,7 +43,6 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     k = search.resources.index(resource)
     if search.bounds[k] <= 0:
         return None
-    reachable: bool | None = None  # does the rack rule alone leave the threshold within reach? (asked once stuck)
     # first with actions that add no move (leadership, and exchanges that send a moved replica home),
     # then with any: the free pass lets the count balancing's choice of replicas carry the load goals
     for free in (True, False):
@@ -57,43 +56,39 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
                 or improve(search, k, top, free, rack_mates=True)
             ):
                 continue
-            if reachable is None:
-                reachable = _rack_floor_above_target(search, k) is None
-            if free or not reachable or not improve_screened(search, k, top):
+            if free or not improve_screened(search, k, top):
                 break
     return goal_note(search, resource)
 
 
 def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     """Why goal ``resource`` stays above its threshold, naming the broker and the rack or the replica in the
-    way (None: met)."""
+    way (None: met); where the rack rule puts the lower bound out of reach, what it leaves within reach and
+    how close the plan gets, met or not."""
     k = search.resources.index(resource)
-    if search.bounds[k] <= 0 or search.ratio(k) <= search.ratios[k] * (1 + 1e-9):
+    met = search.goals_met()[k]
+    if search.bounds[k] <= 0 or (met and not search.forced(k)):
         return None
     top = int(np.argmax(search.load[k]))
     where = f"broker {int(search.brokers[top])} at {search.ratio(k):.3f}x the lower bound"
     threshold = f"threshold {search.ratios[k]:g}"
-    if (held := _rack_floor_above_target(search, k)) is not None:
-        racks, floor = held
-        return (
-            f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.3f}x "
-            f"the lower bound per unit of capacity ({threshold}); {where}"
-        )
     mine = search.rows_on(top)
     heaviest = mine[np.argmax(search.amount(k, mine))] if len(mine) else None
     hot = "" if heaviest is None else f"; its heaviest replica is {search.name(int(search.part[heaviest]))}"
+    if search.forced(k):
+        racks, floor = search.floors[k]
+        reach = (
+            f"{resource.name} goal out of reach: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.3f}x "
+            f"the lower bound per unit of capacity"
+        )
+        held = f"{search.ratios[k]:g}x that ({search.target(k) / search.bounds[k]:.3f}x the bound)"
+        if met:
+            return f"{reach}; held to {held} instead: {where}"
+        return f"{reach}; {NOT_MET} against {held}: {where}{hot}"
     return (
         f"{resource.name} {NOT_MET}: {where} ({threshold}){hot}; no legal action lowers it without "
         "breaking an earlier goal"
     )
-
-
-def _rack_floor_above_target(search: GoalSearch, k: int) -> tuple[list[str], float] | None:
-    """The racks and the load per unit of capacity that the rack rule alone forces on them, where that is above
-    goal ``k``'s threshold (:meth:`GoalSearch.rack_floor`); None: the rule leaves the goal within reach."""
-    resource = search.resources[k]
-    racks, floor = search.rack_floor(resource.follower, resource.capacity)
-    return (racks, floor) if floor > search.target(k) * (1 + 1e-9) else None
 
 
 def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int = 1, rack_mates: bool = False) -> bool:

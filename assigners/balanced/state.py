@@ -95,6 +95,7 @@ class GoalSearch:
         self.usage = Usage(replicas, self.sizes, view, matrix)
         self.bounds = [goal_bound(r, self.rf) for r in resources]
         self.ratios = [options.balanced_ratio(r.name) for r in resources]  # each goal's threshold
+        self.floors, self.reachable = self._reachable(resources)
         self.slack = [options.balanced_slack(False), options.balanced_slack(True)]  # replicas, leaders
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, positions(self.brokers, matrix[part, position])
@@ -136,6 +137,12 @@ class GoalSearch:
         self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
 
+    def _reachable(self, resources: list[Resource]) -> tuple[list[tuple[list[str], float]], list[float]]:
+        """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
+        reachable bound: the larger of it and the goal's lower bound, which the goal's ratio applies to."""
+        floors = [self.rack_floor(r.follower, r.capacity) for r in resources]
+        return floors, [max(bound, floor) for bound, (_, floor) in zip(self.bounds, floors, strict=True)]
+
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
@@ -169,14 +176,20 @@ class GoalSearch:
         return out
 
     def goals_met(self) -> list[bool]:
-        """Per load goal: within its threshold?"""
-        return [self.ratio(k) <= self.ratios[k] * (1 + 1e-9) for k in range(len(self.resources))]
+        """Per load goal: within its threshold (of what the racks leave within reach)?"""
+        return [float(self.load[k].max(initial=0.0)) <= self.target(k) * (1 + 1e-9) for k in range(len(self.resources))]
 
     def ratio(self, k: int) -> float:
+        """Goal ``k``'s most loaded broker over the goal's lower bound."""
         return float(self.load[k].max(initial=0.0)) / self.bounds[k] if self.bounds[k] > 0 else 0.0
 
+    def forced(self, k: int) -> bool:
+        """Does the rack rule keep goal ``k``'s lower bound out of reach (its floor above the bound)?"""
+        return self.reachable[k] > self.bounds[k] * (1 + 1e-9)
+
     def target(self, k: int) -> float:
-        return self.ratios[k] * self.bounds[k]
+        """The most load per unit of capacity goal ``k`` allows a broker: its ratio times the reachable bound."""
+        return self.ratios[k] * self.reachable[k]
 
     def band(self, b: int, leaders: int) -> tuple[int, int]:
         """Counts strictly within the slack of broker slot ``b``'s weighted share (of replicas, or leaders).

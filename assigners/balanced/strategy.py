@@ -15,7 +15,11 @@ past its threshold:
    weight when capacities are unknown);
 3. network in: ``bytes_in`` of every replica per broker;
 4. network out: ``bytes_out`` of the leaders per broker;
-5. leader ``bytes_in`` per broker.
+5. leader ``bytes_in`` per broker;
+6. load: the weighted load the summary line, the report and
+   ``plan_runs.max_load_after`` show (``[planner.load_weights]``: leader
+   bytes in + out, follower bytes in by default; Cruise Control's CPU
+   estimate has the same shape), held to ``load_ratio``.
 
 Each load goal is met when its most loaded broker (per capacity) is at most
 ``load_ratio`` times the resource's lower bound, max(total / total capacity,
@@ -72,7 +76,8 @@ from assigners.model import (
 )
 from assigners.placement import Usage, keep_valid_each
 
-LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # in priority order; see _resources
+LOAD_GOALS = ("disk", "bytes_in", "load", "bytes_out", "leader_bytes_in")  # in priority order; see _resources
+OWN_RATIOS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # load's threshold is the shared load_ratio
 
 
 def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constraints, seed: int = 0) -> pd.DataFrame:
@@ -185,10 +190,13 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
     bytes_in = partitions["bytes_in"].to_numpy(dtype=float)
     zero = np.zeros(len(partitions))
     bytes_out = partitions["bytes_out"].to_numpy(dtype=float)
+    leader_load = partitions["leader_load"].to_numpy(dtype=float)
+    follower_load = partitions["follower_load"].to_numpy(dtype=float)
     # (as leader, as follower, capacity) per goal of LOAD_GOALS
     amounts = [
         (sizes, sizes, disk_capacity),
         (bytes_in, bytes_in, weight),
+        (leader_load, follower_load, weight),
         (bytes_out, zero, weight),
         (bytes_in, zero, weight),
     ]
@@ -219,6 +227,6 @@ STRATEGY = Strategy(
         # each goal's own threshold (unset: the two above)
         StrategyOption("replica_slack", "balanced_replica_slack", int, 1, optional=True),
         StrategyOption("leader_slack", "balanced_leader_slack", int, 1, optional=True),
-        *(StrategyOption(f"{goal}_ratio", f"balanced_{goal}_ratio", float, 1, optional=True) for goal in LOAD_GOALS),
+        *(StrategyOption(f"{goal}_ratio", f"balanced_{goal}_ratio", float, 1, optional=True) for goal in OWN_RATIOS),
     ),
 )

@@ -7,9 +7,13 @@ independently of its code:
   required failure domains, one leader among them, within every cap;
 * replicas and leaders per broker strictly within ``count_slack`` of the
   weighted share;
+* where the rack rule forces more than that on some racks (uneven racks, a
+  rack short of a dead broker), the bound is that forced load instead
+  (:func:`rack_floor`): the planner is held to its ratio of what is reachable;
 * each load resource (disk, bytes in of every replica, bytes out of the
-  leaders, bytes in of the leaders) at most ``load_ratio`` x its lower bound
-  on every broker, per capacity;
+  leaders, bytes in of the leaders, and the weighted load of
+  ``[planner.load_weights]``) at most its ratio x its lower bound on every
+  broker, per capacity;
 * no topic has a replica moving A -> B and another B -> A (the rule every
   strategy that keeps a layout follows, ``assigners.balance.topic_moves``);
 * minimise the replicas placed on brokers that do not hold them live.
@@ -20,6 +24,7 @@ rounded down: the oracle never accepts a plan ``balanced`` could not.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -35,57 +40,139 @@ from assigners.model import ClusterView, prepare_brokers, prepare_partitions
 class Optimum:
     status: str  # "optimal", "infeasible" (the thresholds cannot all be met) or "unknown" (time limit)
     moves: int | None
+    layout: list[list[int]] | None = None  # the solver's plan, leader first (partitions in prepared order)
 
 
-def fewest_moves(
-    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seconds: float = 10.0
-) -> Optimum:
-    constraints = constraints or Constraints()
+@dataclass
+class _Model:
+    """A cluster's CP-SAT model under the hard rules: a replica (``x``) and a leader (``lead``) variable per
+    partition and eligible broker."""
+
+    model: cp_model.CpModel
+    x: dict
+    lead: dict
+    prepared: pd.DataFrame
+    brokers: pd.DataFrame
+    view: ClusterView
+
+
+def _hard_rules(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints) -> _Model:
+    """Every partition keeps its RF on distinct eligible brokers spanning the required racks, one leader among
+    them, every broker within its cap."""
     prepared_b = prepare_brokers(brokers, constraints)
     prepared = prepare_partitions(parts, constraints)
     view = ClusterView.from_brokers(prepared_b, constraints)
     model = cp_model.CpModel()
-    eligible = view.eligible
-    n = len(prepared)
+    eligible, n, rf = view.eligible, len(prepared), prepared["rf"].tolist()
     x = {(p, b): model.new_bool_var(f"x{p}_{b}") for p in range(n) for b in eligible}
     lead = {(p, b): model.new_bool_var(f"l{p}_{b}") for p in range(n) for b in eligible}
-    domains = sorted({view.domain_of[b] for b in eligible})
-    rf = prepared["rf"].tolist()
     for p in range(n):
         model.add(sum(x[p, b] for b in eligible) == rf[p])
         model.add(sum(lead[p, b] for b in eligible) == 1)
         for b in eligible:
             model.add(lead[p, b] <= x[p, b])
         spans = []
-        for d in domains:
+        for d in sorted({view.domain_of[b] for b in eligible}):
             used = model.new_bool_var(f"d{p}_{d}")
             model.add(used <= sum(x[p, b] for b in eligible if view.domain_of[b] == d))
             spans.append(used)
         model.add(sum(spans) >= view.required_domains(rf[p]))
-    weight = np.array([view.weight_of[b] for b in eligible])
-    for counted, total, slack in (
-        (x, int(sum(rf)), constraints.balanced_slack(leaders=False)),
-        (lead, n, constraints.balanced_slack(leaders=True)),
-    ):
-        for k, b in enumerate(eligible):
-            share = total * weight[k] / weight.sum()
-            low, high = math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1
-            model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
     for b in eligible:
         if view.max_replicas.get(b, math.inf) < math.inf:
             model.add(sum(x[p, b] for p in range(n)) <= int(view.max_replicas[b]))
-    _load_goals(model, x, lead, prepared, prepared_b, view, constraints)
-    live = prepared["current"].tolist()
-    _no_back_and_forth(model, x, prepared["topic"].tolist(), live, eligible)
+    return _Model(model, x, lead, prepared, prepared_b, view)
+
+
+def _count_bands(m: _Model, constraints: Constraints) -> list[tuple[dict, int, int, int]]:
+    """Per count (replicas, leaders) and broker: (variables counted, broker, low, high) of its band, strictly
+    within the slack of the weighted share."""
+    eligible, rf = m.view.eligible, m.prepared["rf"].tolist()
+    weight = np.array([m.view.weight_of[b] for b in eligible])
+    out = []
+    for counted, total, slack in (
+        (m.x, int(sum(rf)), constraints.balanced_slack(leaders=False)),
+        (m.lead, len(rf), constraints.balanced_slack(leaders=True)),
+    ):
+        for k, b in enumerate(eligible):
+            share = total * weight[k] / weight.sum()
+            out.append((counted, b, math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1))
+    return out
+
+
+def fewest_moves(
+    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seconds: float = 10.0
+) -> Optimum:
+    constraints = constraints or Constraints()
+    m = _hard_rules(brokers, parts, constraints)
+    model, x, n, eligible = m.model, m.x, len(m.prepared), m.view.eligible
+    for counted, b, low, high in _count_bands(m, constraints):
+        model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
+    for carried, limit in _load_goals(m, constraints):
+        model.add(carried <= limit)
+    live = m.prepared["current"].tolist()
+    _no_back_and_forth(model, x, m.prepared["topic"].tolist(), live, eligible)
     model.minimize(sum(x[p, b] for p in range(n) for b in eligible if b not in live[p]))
+    solver = _solver(seconds)
+    status = solver.solve(model)
+    if status == cp_model.OPTIMAL:
+        layout = [
+            sorted((b for b in eligible if solver.value(x[p, b])), key=lambda b: -solver.value(m.lead[p, b]))
+            for p in range(n)
+        ]
+        return Optimum("optimal", round(solver.objective_value), layout)
+    return Optimum("infeasible" if status == cp_model.INFEASIBLE else "unknown", None)
+
+
+def best_loads(
+    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seconds: float = 2.0
+) -> list[float] | None:
+    """Where the thresholds cannot all be met: the best each load goal reaches in priority order, as its most
+    loaded broker over its lower bound, what a plan is compared with.
+
+    Solved one goal at a time (lexicographically, as the goals are
+    ranked): first the counts as close to their bands as the racks allow
+    (the least total distance outside them), then each goal's peak as low
+    as it goes, but no lower than its threshold, with every earlier goal
+    kept at what it reached. ``seconds`` per solve; a solve stopped by the
+    time limit gives its best plan found (so a figure may be above the true
+    optimum, never below). None: no plan found in time.
+    """
+    constraints = constraints or Constraints()
+    m = _hard_rules(brokers, parts, constraints)
+    model, n = m.model, len(m.prepared)
+    outside = []
+    for counted, b, low, high in _count_bands(m, constraints):
+        out = model.new_int_var(0, n * 8, "")
+        count = sum(counted[p, b] for p in range(n))
+        model.add(out >= count - high)
+        model.add(out >= low - count)
+        outside.append(out)
+    model.minimize(sum(outside))
+    solver = _solver(seconds)
+    if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    model.add(sum(outside) <= round(solver.objective_value))
+    reached = []
+    for carried, limit, bound_units in _load_goals(m, constraints, with_limits=False):
+        peak = model.new_int_var(0, 10**8, "")
+        for amount in carried:
+            model.add(amount <= peak)
+        model.minimize(peak)
+        solver = _solver(seconds)
+        if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        best = max(round(solver.objective_value), limit)
+        model.add(peak <= best)
+        reached.append(best / bound_units)
+    return reached
+
+
+def _solver(seconds: float) -> cp_model.CpSolver:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = seconds
     solver.parameters.num_workers = 2
     solver.parameters.random_seed = 0
-    status = solver.solve(model)
-    if status == cp_model.OPTIMAL:
-        return Optimum("optimal", round(solver.objective_value))
-    return Optimum("infeasible" if status == cp_model.INFEASIBLE else "unknown", None)
+    return solver
 
 
 def _no_back_and_forth(model, x, topics, live, eligible) -> None:  # type: ignore[no-untyped-def]
@@ -110,10 +197,29 @@ def _no_back_and_forth(model, x, topics, live, eligible) -> None:  # type: ignor
             model.add(forward + backward <= 1)
 
 
-def _load_goals(model, x, lead, prepared, brokers, view, constraints) -> None:  # type: ignore[no-untyped-def]
-    eligible = view.eligible
-    weight = np.array([view.weight_of[b] for b in eligible])
-    disk = pd.to_numeric(brokers.set_index("broker_id")["disk_capacity_bytes"], errors="coerce").reindex(eligible)
+def rack_floor(racks: list[str], capacity: np.ndarray, spans: np.ndarray, follower: np.ndarray) -> float:
+    """The least load per unit of capacity the rack rule forces on some set of racks: a partition spanning
+    ``s`` of ``D`` racks keeps at least ``s - (D - m)`` replicas (each carrying at least its follower amount)
+    in any ``m`` racks, so those racks' brokers together carry at least that much. Tried over every set of
+    racks, not only the smallest ones (the planner takes the smallest ``m``: the two must agree)."""
+    names = sorted(set(racks))
+    room = {r: float(sum(c for c, x in zip(capacity, racks) if x == r)) for r in names}
+    best = 0.0
+    for m in range(1, len(names)):
+        need = float((np.maximum(spans - (len(names) - m), 0) * follower).sum())
+        for chosen in itertools.combinations(names, m):
+            best = max(best, need / sum(room[r] for r in chosen))
+    return best
+
+
+def _load_goals(m: _Model, constraints: Constraints, with_limits: bool = True):  # type: ignore[no-untyped-def]
+    """Per load goal in priority order (as [planner.balanced] names them): with ``with_limits``, each broker's
+    carried amount (per unit of its capacity, scaled to integers) and its limit, the ratio x the bound (or
+    the rack floor, where higher); without (brokers of one capacity only), per goal: every broker's carried
+    amount, the limit, and the bound, in the same units."""
+    eligible, prepared = m.view.eligible, m.prepared
+    weight = np.array([m.view.weight_of[b] for b in eligible])
+    disk = pd.to_numeric(m.brokers.set_index("broker_id")["disk_capacity_bytes"], errors="coerce").reindex(eligible)
     disk_capacity = disk.to_numpy(dtype=float) if disk.notna().all() else weight
     size = prepared["size_bytes"].to_numpy(dtype=float)
     bytes_in = prepared["bytes_in"].to_numpy(dtype=float)
@@ -122,24 +228,40 @@ def _load_goals(model, x, lead, prepared, brokers, view, constraints) -> None:  
     goals = [  # each with its own threshold, as [planner.balanced] names them
         ("disk", size, size, disk_capacity),
         ("bytes_in", bytes_in, bytes_in, weight),
+        (
+            "load",
+            prepared["leader_load"].to_numpy(dtype=float),
+            prepared["follower_load"].to_numpy(dtype=float),
+            weight,
+        ),
         ("bytes_out", prepared["bytes_out"].to_numpy(dtype=float), zero, weight),
         ("leader_bytes_in", bytes_in, zero, weight),
     ]
+    racks = [m.view.domain_of[b] for b in eligible]
+    spans = np.minimum(rf, len(set(racks))) if constraints.rack_aware else np.ones(len(rf), dtype=int)
+    out = []
     for goal, as_leader, as_follower, capacity in goals:
         ratio = constraints.balanced_ratio(goal)
         total = float((as_leader + (rf - 1) * as_follower).sum())
         if total <= 0:
             continue
         bound = max(total / capacity.sum(), float(max(as_leader.max(), as_follower.max())) / capacity.max())
+        reachable = max(bound, rack_floor(racks, capacity, spans, as_follower))
         unit = total / 1e6  # integer amounts: a millionth of the total
         leader_amount = np.round(as_leader / unit).astype(int).tolist()
         follower_amount = np.round(as_follower / unit).astype(int).tolist()
+        carried = []
         for k, b in enumerate(eligible):
-            limit = math.floor(ratio * bound * capacity[k] / unit)
-            model.add(
-                sum(
-                    follower_amount[p] * x[p, b] + (leader_amount[p] - follower_amount[p]) * lead[p, b]
-                    for p in range(len(prepared))
-                )
-                <= limit
+            amount = sum(
+                follower_amount[p] * m.x[p, b] + (leader_amount[p] - follower_amount[p]) * m.lead[p, b]
+                for p in range(len(prepared))
             )
+            carried.append(amount)
+            if with_limits:
+                out.append((amount, math.floor(ratio * reachable * capacity[k] / unit)))
+        if not with_limits:
+            if len(set(capacity.tolist())) > 1:
+                raise ValueError("best_loads: brokers of one capacity only")
+            limit = math.floor(ratio * reachable * capacity[0] / unit)
+            out.append((carried, limit, bound * capacity[0] / unit))
+    return out
