@@ -140,7 +140,7 @@ class GoalSearch:
     def _reachable(self, resources: list[Resource]) -> tuple[list[tuple[list[str], float]], list[float]]:
         """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
         reachable bound: the larger of it and the goal's lower bound, which the goal's ratio applies to."""
-        floors = [self.rack_floor(r.follower, r.capacity) for r in resources]
+        floors = [self.rack_floor(r.follower, r.capacity, r.leader) for r in resources]
         return floors, [max(bound, floor) for bound, (_, floor) in zip(self.bounds, floors, strict=True)]
 
     def _start_caches(self, view: ClusterView) -> None:
@@ -286,7 +286,9 @@ class GoalSearch:
         """Partition ``i`` as topic:partition, as the config names partitions."""
         return f"{self.topics[i]}:{self.numbers[i]}"
 
-    def rack_floor(self, follower: np.ndarray, capacity: np.ndarray) -> tuple[list[str], float]:
+    def rack_floor(
+        self, follower: np.ndarray, capacity: np.ndarray, leader: np.ndarray | None = None
+    ) -> tuple[list[str], float]:
         """The racks whose brokers must carry the most load per unit of capacity under the rack rule alone,
         and that load (0.0 where the rule forces nothing).
 
@@ -296,19 +298,40 @@ class GoalSearch:
         ``k`` racks of least capacity that is a floor on their load; the
         worst ``k`` is the floor of the cluster (``k = 1``: the smallest
         rack holds a replica of each partition that spans every rack).
+
+        With ``leader`` amounts (a goal a leader carries more of), the leader
+        counts held in their bands add to it: the racks' brokers lead at
+        least the low ends of their bands, each leader carrying at least the
+        smallest leader-over-follower amounts of the cluster (racks of 6, 3
+        and 3 brokers: a 3-broker rack holds a third of the replicas and a
+        quarter of the leaders, which puts the combined load 1.2x above its
+        bound, the followers alone 0.8x).
         """
         if len(self.racks) < 2:
             return [], 0.0
         room_of = np.bincount(self.rack_of, weights=capacity, minlength=len(self.racks))
         smallest = sorted(range(len(self.racks)), key=lambda d: (room_of[d], d))  # ties: by name
+        lead_low = self._lowest_leader_counts()
+        extra = None if leader is None else np.sort(np.asarray(leader, dtype=float) - follower)
         best: tuple[list[str], float] = ([], 0.0)
         for k in range(1, len(smallest)):
             need = np.maximum(self.required - (len(smallest) - k), 0)
             room = float(room_of[smallest[:k]].sum())
-            floor = float(need @ follower) / room if room > 0 else 0.0
+            carried = float(need @ follower)
+            if extra is not None and len(extra):
+                leaders = int(lead_low[np.isin(self.rack_of, smallest[:k])].sum())
+                carried += float(np.maximum(extra[:leaders], 0).sum())
+            floor = carried / room if room > 0 else 0.0
             if floor > best[1] * (1 + 1e-9):
                 best = sorted(self.racks[d] for d in smallest[:k]), floor
         return best
+
+    def _lowest_leader_counts(self) -> np.ndarray:
+        """Per broker slot, the low end of its leader band (:meth:`band`), from the shares alone."""
+        weight = np.array([self.view.weight_of[b] for b in self.view.eligible], dtype=float)
+        share = len(self.rf) * weight / weight.sum() if weight.sum() > 0 else weight
+        low: np.ndarray = np.maximum(np.floor(share - self.options.balanced_slack(True) + 1e-9) + 1, 0)
+        return low.astype(np.int64)
 
     def in_racks(self, racks: list[str]) -> np.ndarray:
         """The broker slots in ``racks``."""

@@ -15,11 +15,13 @@ past its threshold:
    weight when capacities are unknown);
 3. network in: ``bytes_in`` of every replica per broker;
 4. network out: ``bytes_out`` of the leaders per broker;
-5. leader ``bytes_in`` per broker;
-6. load: the weighted load the summary line, the report and
+5. load: the weighted load the summary line, the report and
    ``plan_runs.max_load_after`` show (``[planner.load_weights]``: leader
    bytes in + out, follower bytes in by default; Cruise Control's CPU
-   estimate has the same shape), held to ``load_ratio``.
+   estimate has the same shape), held to ``load_ratio``; after network out
+   as Cruise Control's default goals rank ``CpuUsageDistributionGoal`` after
+   ``NetworkOutboundUsageDistributionGoal``;
+6. leader ``bytes_in`` per broker.
 
 Each load goal is met when its most loaded broker (per capacity) is at most
 ``load_ratio`` times the resource's lower bound, max(total / total capacity,
@@ -76,7 +78,7 @@ from assigners.model import (
 )
 from assigners.placement import Usage, keep_valid_each
 
-LOAD_GOALS = ("disk", "bytes_in", "load", "bytes_out", "leader_bytes_in")  # in priority order; see _resources
+LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "load", "leader_bytes_in")  # in priority order; see _resources
 OWN_RATIOS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # load's threshold is the shared load_ratio
 
 
@@ -196,8 +198,8 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
     amounts = [
         (sizes, sizes, disk_capacity),
         (bytes_in, bytes_in, weight),
-        (leader_load, follower_load, weight),
         (bytes_out, zero, weight),
+        (leader_load, follower_load, weight),
         (bytes_in, zero, weight),
     ]
     return [Resource(goal, *amount) for goal, amount in zip(LOAD_GOALS, amounts, strict=True)]

@@ -197,18 +197,32 @@ def _no_back_and_forth(model, x, topics, live, eligible) -> None:  # type: ignor
             model.add(forward + backward <= 1)
 
 
-def rack_floor(racks: list[str], capacity: np.ndarray, spans: np.ndarray, follower: np.ndarray) -> float:
+def rack_floor(
+    racks: list[str],
+    capacity: np.ndarray,
+    spans: np.ndarray,
+    follower: np.ndarray,
+    leader: np.ndarray | None = None,
+    leaders_low: np.ndarray | None = None,
+) -> float:
     """The least load per unit of capacity the rack rule forces on some set of racks: a partition spanning
     ``s`` of ``D`` racks keeps at least ``s - (D - m)`` replicas (each carrying at least its follower amount)
-    in any ``m`` racks, so those racks' brokers together carry at least that much. Tried over every set of
-    racks, not only the smallest ones (the planner takes the smallest ``m``: the two must agree)."""
+    in any ``m`` racks, so those racks' brokers together carry at least that much; with ``leader`` amounts and
+    each broker's least leader count (``leaders_low``), the racks' brokers also lead at least that many, each
+    adding at least the smallest leader-over-follower amounts. Tried over every set of racks, not only the
+    smallest ones (the planner takes the smallest ``m``: the two must agree)."""
     names = sorted(set(racks))
     room = {r: float(sum(c for c, x in zip(capacity, racks) if x == r)) for r in names}
+    extra = np.sort(np.maximum(leader - follower, 0)) if leader is not None else None
     best = 0.0
     for m in range(1, len(names)):
         need = float((np.maximum(spans - (len(names) - m), 0) * follower).sum())
         for chosen in itertools.combinations(names, m):
-            best = max(best, need / sum(room[r] for r in chosen))
+            carried = need
+            if extra is not None and leaders_low is not None:
+                leading = int(sum(low for low, x in zip(leaders_low, racks) if x in chosen))
+                carried += float(extra[:leading].sum())
+            best = max(best, carried / sum(room[r] for r in chosen))
     return best
 
 
@@ -228,16 +242,17 @@ def _load_goals(m: _Model, constraints: Constraints, with_limits: bool = True): 
     goals = [  # each with its own threshold, as [planner.balanced] names them
         ("disk", size, size, disk_capacity),
         ("bytes_in", bytes_in, bytes_in, weight),
+        ("bytes_out", prepared["bytes_out"].to_numpy(dtype=float), zero, weight),
         (
             "load",
             prepared["leader_load"].to_numpy(dtype=float),
             prepared["follower_load"].to_numpy(dtype=float),
             weight,
         ),
-        ("bytes_out", prepared["bytes_out"].to_numpy(dtype=float), zero, weight),
         ("leader_bytes_in", bytes_in, zero, weight),
     ]
     racks = [m.view.domain_of[b] for b in eligible]
+    leaders_low = np.array([low for counted, _, low, _ in _count_bands(m, constraints) if counted is m.lead])
     spans = np.minimum(rf, len(set(racks))) if constraints.rack_aware else np.ones(len(rf), dtype=int)
     out = []
     for goal, as_leader, as_follower, capacity in goals:
@@ -246,7 +261,8 @@ def _load_goals(m: _Model, constraints: Constraints, with_limits: bool = True): 
         if total <= 0:
             continue
         bound = max(total / capacity.sum(), float(max(as_leader.max(), as_follower.max())) / capacity.max())
-        reachable = max(bound, rack_floor(racks, capacity, spans, as_follower))
+        floor = rack_floor(racks, capacity, spans, as_follower, as_leader, leaders_low)
+        reachable = max(bound, floor)
         unit = total / 1e6  # integer amounts: a millionth of the total
         leader_amount = np.round(as_leader / unit).astype(int).tolist()
         follower_amount = np.round(as_follower / unit).astype(int).tolist()
