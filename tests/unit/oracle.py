@@ -129,8 +129,9 @@ def best_loads(
     """Where the thresholds cannot all be met: the best each load goal reaches in priority order, as its most
     loaded broker over its lower bound, what a plan is compared with.
 
-    Solved one goal at a time (lexicographically, as the goals are
-    ranked): first the counts as close to their bands as the racks allow
+    Under the same rules as :func:`fewest_moves` (the topic rule too: a plan
+    never moves replicas of one topic A -> B and B -> A). Solved one goal at
+    a time (lexicographically, as the goals are ranked): first the counts as close to their bands as the racks allow
     (the least total distance outside them), then each goal's peak as low
     as it goes, but no lower than its threshold, with every earlier goal
     kept at what it reached. ``seconds`` per solve; a solve stopped by the
@@ -147,6 +148,7 @@ def best_loads(
         model.add(out >= count - high)
         model.add(out >= low - count)
         outside.append(out)
+    _no_back_and_forth(model, m.x, m.prepared["topic"].tolist(), m.prepared["current"].tolist(), m.view.eligible)
     model.minimize(sum(outside))
     solver = _solver(seconds)
     if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
