@@ -136,7 +136,8 @@ def best_loads(
     as it goes, but no lower than its threshold, with every earlier goal
     kept at what it reached. ``seconds`` per solve; a solve stopped by the
     time limit gives its best plan found (so a figure may be above the true
-    optimum, never below). None: no plan found in time.
+    optimum, never below). Where a goal's solve finds no plan in time, the goals before it are returned;
+    None: not even the first.
     """
     constraints = constraints or Constraints()
     m = _hard_rules(brokers, parts, constraints)
@@ -162,11 +163,11 @@ def best_loads(
         model.minimize(peak)
         solver = _solver(seconds)
         if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None
+            break  # the goals before this one stand: each was reached with the earlier ones kept
         best = max(round(solver.objective_value), limit)
         model.add(peak <= best)
         reached.append(best / bound_units)
-    return reached
+    return reached or None
 
 
 def _solver(seconds: float) -> cp_model.CpSolver:

@@ -783,3 +783,22 @@ def test_issue_38_hot_partitions_and_drifted_clusters_against_the_exact_solver()
     gaps = {goal: have / solver for goal, have, solver in zip(("disk", "bytes_in", "bytes_out", "load"), mine, best)}
     print("\nhot/6/30/330, plan / solver's best per goal:", {k: round(float(v), 3) for k, v in gaps.items()})
     assert max(gaps.values()) <= 1.05
+
+
+def test_issue_38_forced_racks_within_5_percent_of_the_solvers_best():
+    """Racks of 4/2/2 brokers (6:3:3 scaled to 8): the rack rule puts every threshold out of reach (the solver
+    proves it), and each load goal ends within 5% of the best the solver reaches goal by goal under the same
+    rules (:func:`oracle.best_loads`, 2 s a solve; a time-limited solve can only flatter the plan, never wrong
+    it). Today: disk 0.99x, bytes in 0.96x, bytes out 0.98x, load 1.02x.
+
+    Measured by hand with 5 s a solve (20-30 s each, not run here): racks 3/2/2 (seed 350) within 1.006x;
+    5:4:4 at 13 brokers (seed 300) load 1.079x, 3/2/2 (seed 351) disk 1.052x: issue 38 stays open on these;
+    broker removed from 9 (seed 321) within 1.009x."""
+    brokers, parts = scenario("racks_633", 8, 20, seed=352)
+    assert fewest_moves(brokers, parts, seconds=5).status == "infeasible"
+    m, best = plan(brokers, parts).metrics, best_loads(brokers, parts, seconds=2)
+    assert best is not None and len(best) >= 2
+    mine = [m.disk_ratio_after, m.bytes_in_ratio_after, m.bytes_out_ratio_after, m.max_load_after / m.load_lower_bound]
+    gaps = [have / solver for have, solver in zip(mine, best)]
+    print("\nracks 4/2/2, plan / solver's best per goal:", [round(float(g), 3) for g in gaps])
+    assert max(gaps) <= 1.05
