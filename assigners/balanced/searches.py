@@ -87,8 +87,9 @@ def settle_and_search(
         reached = _search(replicas, partitions, view, resources, options, start, widen=not first_of_two)
         if first_of_two:
             first_start, first_plain = start, (replicas, reached)
-        if best is None or _rank(replicas, reached, partitions, view, resources, options, small) > _rank(
-            best[0], best[1], partitions, view, resources, options, small
+        plan = (replicas, reached)
+        if best is None or _rank(plan, partitions, view, resources, options, small) > _rank(
+            best, partitions, view, resources, options, small
         ):
             best = replicas, reached  # goals in priority order, then fewer moves
     assert best is not None
@@ -137,7 +138,7 @@ def _goal_first(
     """The goals searched from every count order with each of ``firsts`` first in turn (the rest in priority
     order), while the best plan does not meet every goal or moves more than :func:`_fewer_moves` may save;
     the plan kept when it ranks higher (:func:`_rank`)."""
-    key = _rank(best[0], best[1], partitions, view, resources, options)
+    key = _rank(best, partitions, view, resources, options)
     for first in dict.fromkeys(firsts):
         if first == 0:
             continue  # searched first already
@@ -150,7 +151,7 @@ def _goal_first(
             seen.add(layout)
             reach_goals(replicas, partitions, view, reordered, options)
             judged = _judged(replicas, partitions, view, resources, options)
-            if (ranked := _rank(replicas, judged, partitions, view, resources, options)) > key:
+            if (ranked := _rank((replicas, judged), partitions, view, resources, options)) > key:
                 best, key = (replicas, judged), ranked
     return best
 
@@ -237,7 +238,7 @@ def _fewer_moves(
     replicas, reached = plan
     live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
     smallest = partitions["size_bytes"].to_numpy(dtype=float)
-    key = _rank(replicas, reached, partitions, view, resources, options)
+    key = _rank((replicas, reached), partitions, view, resources, options)
     tries = 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # rebuilds already searched: the same search, no gain again
     while tries < RECREATES:
@@ -254,7 +255,7 @@ def _fewer_moves(
                 continue
             seen.add(layout)
             rebuilt = reach_goals(again, partitions, view, resources, options)
-            rebuilt_key = _rank(again, rebuilt, partitions, view, resources, options)
+            rebuilt_key = _rank((again, rebuilt), partitions, view, resources, options)
             if rebuilt_key > key:
                 replicas, reached, key = again, rebuilt, rebuilt_key
                 break  # the next round starts from the rebuilt plan
@@ -322,8 +323,7 @@ def _count_orders(partitions: pd.DataFrame, small: bool) -> list[np.ndarray | No
 
 
 def _rank(
-    replicas: list[list[int]],
-    reached: tuple[list[str], list[bool]],
+    plan: Plan,
     partitions: pd.DataFrame,
     view: ClusterView,
     resources: list[Resource],
@@ -339,6 +339,7 @@ def _rank(
     1.26x with 23 moves to 1.50x with 13. A large cluster keeps the first
     and the last (its plans are not rebuilt, and the peaks cost a search).
     """
+    replicas, reached = plan
     live = partitions["current"].tolist()
     if not small or all(reached[1]):
         return reached[1], (), -_moves(replicas, live)
