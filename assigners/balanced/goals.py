@@ -69,7 +69,7 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     way (None: met); where the rack rule puts the lower bound out of reach, what it leaves within reach and
     how close the plan gets, met or not."""
     k = search.resources.index(resource)
-    met = search.goals_met()[k]
+    met = search.met(k)
     if search.bounds[k] <= 0 or (met and not search.forced(k)):
         return None
     top = int(np.argmax(search.load[k]))

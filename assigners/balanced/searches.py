@@ -133,11 +133,11 @@ def _goal_first(
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
-    orders: int = 99,
+    orders: int | None = None,
 ) -> Plan:
-    """The goals searched from every count order with each of ``firsts`` first in turn (the rest in priority
-    order), while the best plan does not meet every goal or moves more than :func:`_fewer_moves` may save;
-    the plan kept when it ranks higher (:func:`_rank`)."""
+    """The goals searched from every count order (the first ``orders`` of them, when given) with each of
+    ``firsts`` first in turn, the rest in priority order; a plan replaces ``best`` when it ranks higher
+    (:func:`_rank`)."""
     key = _rank(best, partitions, view, resources, options)
     for first in dict.fromkeys(firsts):
         if first == 0:

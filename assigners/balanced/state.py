@@ -140,7 +140,10 @@ class GoalSearch:
     def _reachable(self, resources: list[Resource]) -> tuple[list[tuple[list[str], float]], list[float]]:
         """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
         reachable bound: the larger of it and the goal's lower bound, which the goal's ratio applies to."""
-        floors = [self.rack_floor(r.follower, r.capacity, r.leader) for r in resources]
+        # a goal whose leaders carry what its followers do (disk, bytes in: one array for both) has no leader term
+        floors = [
+            self.rack_floor(r.follower, r.capacity, None if r.leader is r.follower else r.leader) for r in resources
+        ]
         return floors, [max(bound, floor) for bound, (_, floor) in zip(self.bounds, floors, strict=True)]
 
     def _start_caches(self, view: ClusterView) -> None:
@@ -177,7 +180,11 @@ class GoalSearch:
 
     def goals_met(self) -> list[bool]:
         """Per load goal: within its threshold (of what the racks leave within reach)?"""
-        return [float(self.load[k].max(initial=0.0)) <= self.target(k) * (1 + 1e-9) for k in range(len(self.resources))]
+        return [self.met(k) for k in range(len(self.resources))]
+
+    def met(self, k: int) -> bool:
+        """Is goal ``k`` within its threshold (of what the racks leave within reach)?"""
+        return float(self.load[k].max(initial=0.0)) <= self.target(k) * (1 + 1e-9)
 
     def ratio(self, k: int) -> float:
         """Goal ``k``'s most loaded broker over the goal's lower bound."""
@@ -311,16 +318,18 @@ class GoalSearch:
             return [], 0.0
         room_of = np.bincount(self.rack_of, weights=capacity, minlength=len(self.racks))
         smallest = sorted(range(len(self.racks)), key=lambda d: (room_of[d], d))  # ties: by name
-        lead_low = self._lowest_leader_counts()
-        extra = None if leader is None else np.sort(np.asarray(leader, dtype=float) - follower)
+        # what leading adds per partition, and the least leaders each broker holds (a leader term only)
+        extra = None if leader is None else np.maximum(np.asarray(leader, dtype=float) - follower, 0.0)
+        lead_low = None if extra is None else self._lowest_leader_counts()
         best: tuple[list[str], float] = ([], 0.0)
         for k in range(1, len(smallest)):
             need = np.maximum(self.required - (len(smallest) - k), 0)
             room = float(room_of[smallest[:k]].sum())
             carried = float(need @ follower)
-            if extra is not None and len(extra):
-                leaders = int(lead_low[np.isin(self.rack_of, smallest[:k])].sum())
-                carried += float(np.maximum(extra[:leaders], 0).sum())
+            if extra is not None and lead_low is not None:
+                leaders = min(int(lead_low[np.isin(self.rack_of, smallest[:k])].sum()), len(extra))
+                if leaders:  # the smallest ``leaders`` amounts, without sorting a million of them
+                    carried += float(np.partition(extra, leaders - 1)[:leaders].sum())
             floor = carried / room if room > 0 else 0.0
             if floor > best[1] * (1 + 1e-9):
                 best = sorted(self.racks[d] for d in smallest[:k]), floor
