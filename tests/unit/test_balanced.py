@@ -97,9 +97,14 @@ def met_every_goal(result) -> bool:  # type: ignore[no-untyped-def]
 
 
 def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
-    """Per goal in priority order (counts, disk, bytes in, bytes out, leader bytes in): met?"""
-    names = ("replica count", "disk", "bytes_in", "bytes_out", "leader_bytes_in")
-    return [not any(n.startswith(f"{g} goal") for n in result.notes) for g in names]
+    """Per goal in priority order (replica and leader counts, disk, bytes in, bytes out, load, leader bytes in):
+    met? A goal the racks put out of reach is met where its note says it is held to its ratio of the rack floor."""
+    names = (("replica count", "replicas count"), ("leaders count",), ("disk",), ("bytes_in",), ("bytes_out",))
+    names += (("load",), ("leader_bytes_in",))
+    return [
+        not any(n.startswith(f"{g} goal") and " instead: " not in n for n in result.notes for g in goal)
+        for goal in names
+    ]
 
 
 @settings(max_examples=25, deadline=None)
@@ -112,6 +117,7 @@ def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
 @example(kind="rf_gt_racks", brokers=6, partitions=38, seed=3)
 @example(kind="skewed", brokers=6, partitions=20, seed=0)
 @example(kind="skewed", brokers=7, partitions=10, seed=304)  # a scale-out (broker 1 empty) the rack rule cuts short
+@example(kind="skewed", brokers=7, partitions=10, seed=37)  # disk met against its held threshold only on the replan
 def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_goals(kind, brokers, partitions, seed):
     """The executed plan is the plan in force: balanced keeps it, unless a goal the plan missed becomes
     reachable with the plan as the baseline (its per-plan rules, a replica moves once and no topic moves
@@ -498,12 +504,13 @@ def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves
 
 @pytest.mark.parametrize(
     "kind, n_brokers, n_parts, seed",
-    [("rf_gt_racks", 13, 400, 1), ("rf_gt_racks", 24, 3000, 4), ("uneven_racks", 24, 3000, 1)],
+    [("rf_gt_racks", 13, 400, 1), ("rf_gt_racks", 24, 3000, 4), ("uneven_racks", 24, 3000, 4)],
 )
 def test_undoing_saves_the_moves_it_counts_and_makes_nothing_worse(kind, n_brokers, n_parts, seed):
     # after one pass of the goals (clusters where later actions leave earlier moves needless): each undo puts
     # a moved replica back on a live broker of its partition, no goal's peak rises above its threshold (or the
-    # peak it had), no count leaves its band further, and every partition still keeps the rack rule
+    # peak it had), no count leaves its band further (or, in a rack forced above the bands, its held ceiling),
+    # and every partition still keeps the rack rule
     search = settled_search(kind, n_brokers, n_parts, seed)
     search.batch = searches.BATCH if n_parts > 200 else 1
     for resource in search.resources:
@@ -514,12 +521,14 @@ def test_undoing_saves_the_moves_it_counts_and_makes_nothing_worse(kind, n_broke
         return sum(len(set(now) - was) for now, was in zip(search.replicas, live))
 
     before, peaks = moves(), [float(search.load[k].max()) for k in range(len(search.resources))]
-    out_of_band = [sum(search.count_band(b, 0)) for b in range(len(search.brokers))]
+    counts = search.count.copy()
     undone = undo_needless_moves(search)
     assert undone > 0 and moves() == before - undone
     for k in range(len(search.resources)):
         assert search.load[k].max() <= max(peaks[k], search.target(k)) * (1 + 1e-9)
-    assert all(sum(search.count_band(b, 0)) <= out_of_band[b] for b in range(len(search.brokers)))
+    for b, (was, now) in enumerate(zip(counts.tolist(), search.count.tolist())):
+        low, _ = search.band(b, 0)
+        assert min(was, low) <= now <= max(was, search.ceiling(b, 0))
     view = search.view
     for replicas, rf in zip(search.replicas, search.rf.tolist()):
         assert len({view.domain_of[b] for b in replicas}) >= view.required_domains(rf)
@@ -752,6 +761,7 @@ def test_issue_38_forced_racks_hold_disk_and_bytes_in_to_their_ratio_of_the_rack
         ("racks_544", 13, 20, 300),
         ("racks_633", 12, 26, 312),
         ("broker_removed", 9, 28, 321),
+        ("racks_544", 7, 24, 351),  # disk 1.288x against 1.225x held, until rack mates could trade replicas
     ]:
         result = plan(*scenario(kind, n_brokers, n_parts, seed=seed))
         for goal in ("disk", "bytes_in"):
@@ -760,6 +770,24 @@ def test_issue_38_forced_racks_hold_disk_and_bytes_in_to_their_ratio_of_the_rack
             floor = float(note.split(" the lower bound per unit of capacity")[0].rsplit(", ", 1)[1].rstrip("x"))
             ratio = result.metrics.disk_ratio_after if goal == "disk" else result.metrics.bytes_in_ratio_after
             assert floor > 1.05 and ratio <= 1.05 * floor * (1 + 1e-3), (kind, goal, ratio, floor)
+
+
+def test_a_rack_forced_above_the_bands_lets_its_brokers_trade_a_replica_up_to_the_held_ceiling():
+    # racks of 3, 2 and 2 brokers, every partition over all three: each broker of a 2-broker rack holds 12 of
+    # the 72 replicas (bands 10-11), as far above its band as the racks force; passing one replica to a rack
+    # mate (13 and 11) leaves the counts as far outside their bands in all, so it may; a third rack's broker
+    # is held to its band, and so is a broker of a rack the rule does not force
+    search = settled_search("racks_544", 7, 24, 351)
+    small = [b for b in range(len(search.brokers)) if search.racks[search.rack_of[b]] == "r1"]
+    big = [b for b in range(len(search.brokers)) if search.racks[search.rack_of[b]] == "r0"]
+    assert [int(search.count[b]) for b in small] == [12, 12] and search.band(small[0], 0) == (10, 11)
+    assert [search.ceiling(b, 0) for b in small] == [13, 13]
+    assert all(search.ceiling(b, 0) == search.band(b, 0)[1] for b in big)
+    assert search.count_ok(search.count, 0, small[0], -1) and search.count_ok(search.count, 0, small[1], +1)
+    assert not search.count_ok(search.count, 0, small[1], +2)
+    assert all(search.ceiling(b, 1) == search.band(b, 1)[1] for b in range(len(search.brokers)))  # leaders
+    even = settled_search("drifted", 9, 30, 340)
+    assert all(even.ceiling(b, 0) == even.band(b, 0)[1] for b in range(len(even.brokers)))
 
 
 def test_issue_38_hot_partitions_and_drifted_clusters_against_the_exact_solver():
@@ -789,11 +817,12 @@ def test_issue_38_forced_racks_within_5_percent_of_the_solvers_best():
     """Racks of 4/2/2 brokers (6:3:3 scaled to 8): the rack rule puts every threshold out of reach (the solver
     proves it), and each load goal ends within 5% of the best the solver reaches goal by goal under the same
     rules (:func:`oracle.best_loads`, 2 s a solve; a time-limited solve can only flatter the plan, never wrong
-    it). Today: disk 0.99x, bytes in 0.96x, bytes out 0.98x, load 1.02x.
+    it). Today: disk 1.00x, bytes in 0.98x, bytes out 0.98x, load 1.02x.
 
-    Measured by hand with 5 s a solve (20-30 s each, not run here): racks 3/2/2 (seed 350) within 1.006x;
-    5:4:4 at 13 brokers (seed 300) load 1.079x, 3/2/2 (seed 351) disk 1.052x: issue 38 stays open on these;
-    broker removed from 9 (seed 321) within 1.009x."""
+    Measured by hand with 5 s a solve (20-50 s each, not run here; docs/balanced.md has the table): racks 3/2/2
+    (seeds 350-353) within 1.010x (seed 351 disk 1.052x before rack mates could trade a replica); 5:4:4 at 13
+    brokers, seed 302 within 1.015x (bytes out 1.07x before), seed 300 load 1.079x; 6:3:3 at 12 brokers (seed 310)
+    load 1.051x: issue 38 stays open on those two; broker removed from 9 within 1.013x."""
     brokers, parts = scenario("racks_633", 8, 20, seed=352)
     assert fewest_moves(brokers, parts, seconds=5).status == "infeasible"
     m, best = plan(brokers, parts).metrics, best_loads(brokers, parts, seconds=2)
