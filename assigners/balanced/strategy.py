@@ -104,11 +104,12 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     resources = _resources(partitions, brokers, view)
     options = constraints
     replicas = keep_valid_each(preferred, rf, view, even_out=True)
-    preferred_even, preferred_met, empty = False, [], frozenset[int]()
+    preferred_even, preferred_met, empty, preferred_off = False, [], frozenset[int](), None
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
         preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
         empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
+        preferred_off = None if preferred_even else _outside_bands(kept)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
@@ -122,6 +123,11 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
         replicas, (notes, met) = settle_and_search(replicas, partitions, view, resources, options)
+    if preferred_off is not None and not any(now and not before for before, now in zip(preferred_met, met)):
+        # counts the racks force off their bands, as far off in all as the plan's: as even as they go (a
+        # rack's brokers may trade a replica up to their held ceiling, GoalSearch.ceiling, and the count
+        # balancing would even them back)
+        preferred_even = preferred_off <= _outside_bands(GoalSearch(replicas, partitions, view, resources, options))
     if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
@@ -203,6 +209,11 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
         (bytes_in, zero, weight),
     ]
     return [Resource(goal, *amount) for goal, amount in zip(LOAD_GOALS, amounts, strict=True)]
+
+
+def _outside_bands(search: GoalSearch) -> int:
+    """How far the replica and leader counts are outside their bands in all (the exact solver's count goal)."""
+    return sum(sum(search.count_band(b, leaders)) for b in range(len(search.brokers)) for leaders in (0, 1))
 
 
 def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:

@@ -118,6 +118,7 @@ def goals_met(result) -> list[bool]:  # type: ignore[no-untyped-def]
 @example(kind="skewed", brokers=6, partitions=20, seed=0)
 @example(kind="skewed", brokers=7, partitions=10, seed=304)  # a scale-out (broker 1 empty) the rack rule cuts short
 @example(kind="skewed", brokers=7, partitions=10, seed=37)  # disk met against its held threshold only on the replan
+@example(kind="broker_added", brokers=7, partitions=20, seed=1)  # rack mates at 11 and 13 (held ceiling): kept so
 def test_property_replanning_its_own_output_moves_nothing_unless_it_meets_more_goals(kind, brokers, partitions, seed):
     """The executed plan is the plan in force: balanced keeps it, unless a goal the plan missed becomes
     reachable with the plan as the baseline (its per-plan rules, a replica moves once and no topic moves
