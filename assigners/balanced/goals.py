@@ -325,7 +325,7 @@ def count_notes(search: GoalSearch) -> list[str]:
         low, high = search.band(b, leaders)
         have = int((search.leaders if leaders else search.count)[b])
         where = f"broker {int(search.brokers[b])} holds {have} {what} (band {low}-{high})"
-        weight = np.array([search.view.weight_of[x] for x in search.view.eligible], dtype=float)
+        weight = search.weight
         racks, floor = search.rack_floor(np.ones(len(search.rf)), weight)
         if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in search.in_racks(racks).tolist()):
             notes.append(f"replica count goal out of reach: {_rack_reason(search, racks)}; {where}")

@@ -73,7 +73,7 @@ def _lower_peaks(search: GoalSearch, goals: list[int], loads: list[list[float]])
     Elsewhere a walk that meets no more goals changes nothing: kept for a
     lower peak, it cost the oracle's skewed/6/51/309 a move (23, optimum 21).
     """
-    if not any(search.forced(k) for k in range(len(search.resources))):
+    if not search.any_forced:
         return False
     for n, k in enumerate(goals):
         target = search.target(k)

@@ -44,6 +44,29 @@ class Resource:
     capacity: np.ndarray  # per eligible broker slot
 
 
+def band_ends(shares: np.ndarray, slack: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker, the low and high ends of the counts strictly within ``slack`` of its share (with slack 1:
+    the floor and ceiling of the share, so equal brokers end within 1 of each other)."""
+    low = np.floor(shares - slack + 1e-9).astype(np.int64) + 1
+    high = np.ceil(shares + slack - 1e-9).astype(np.int64) - 1
+    return low, high
+
+
+def counts_outside_bands(replicas: list[list[int]], view: ClusterView, options: Constraints) -> int:
+    """How far the replica and leader counts of the eligible brokers are outside their bands in all (the
+    exact solver's count goal; :meth:`GoalSearch.count_band` summed, without building a search)."""
+    brokers = np.asarray(view.eligible, dtype=np.int64)
+    matrix = replica_matrix(replicas)
+    on = np.isin(matrix, brokers)
+    weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
+    total = 0
+    for leaders, held in ((False, matrix[on]), (True, matrix[:, 0][on[:, 0]] if matrix.size else matrix[on])):
+        counts = np.bincount(positions(brokers, held), minlength=len(brokers))
+        low, high = band_ends(counts.sum() * weight / weight.sum(), options.balanced_slack(leaders))
+        total += int(np.maximum(low - counts, 0).sum() + np.maximum(counts - high, 0).sum())
+    return total
+
+
 def goal_bound(resource: Resource, rf: np.ndarray) -> float:
     """The resource's lower bound per unit of capacity (see :func:`assigners.metrics.load_lower_bound`)."""
     return lower_bound_per_weight(resource.leader, resource.follower, rf, np.asarray(resource.capacity, dtype=float))
@@ -80,6 +103,7 @@ class GoalSearch:
         the layout the plan will be executed on."""
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
+        self.weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)  # per broker slot
         self.broker_ids = self.brokers.tolist()
         self.slots = {b: slot for slot, b in enumerate(self.broker_ids)}
         self.live = _Sets(list(partitions["current"]))
@@ -122,8 +146,10 @@ class GoalSearch:
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
-        weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)
-        self.share = [self.count.sum() * weight / weight.sum(), self.leaders.sum() * weight / weight.sum()]
+        self.share = [
+            self.count.sum() * self.weight / self.weight.sum(),
+            self.leaders.sum() * self.weight / self.weight.sum(),
+        ]
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
         self.since = self.live if since is None else _Sets(since)
@@ -151,7 +177,7 @@ class GoalSearch:
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
         # per role (replicas, leaders) and slot, the band (see band): the shares and slacks never change
         self._bands = [
-            [(math.floor(share - slack + 1e-9) + 1, math.ceil(share + slack - 1e-9) - 1) for share in shares.tolist()]
+            list(zip(*(ends.tolist() for ends in band_ends(shares, slack))))
             for shares, slack in zip(self.share, self.slack)
         ]
         self._ceilings: list[list[int]] = [self._held_replica_ceilings(), [high for _, high in self._bands[1]]]
@@ -173,7 +199,7 @@ class GoalSearch:
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
-        self._any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
+        self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -242,12 +268,11 @@ class GoalSearch:
         ceilings = [high for _, high in self._bands[0]]
         if len(self.racks) < 2:
             return ceilings
-        weight = np.array([self.view.weight_of[b] for b in self.view.eligible], dtype=float)
-        rack_weight = np.bincount(self.rack_of, weights=weight, minlength=len(self.racks))
+        rack_weight = np.bincount(self.rack_of, weights=self.weight, minlength=len(self.racks))
         spanning = int(self.spans_every_rack.sum())
         for b in range(len(ceilings)):
             rack = rack_weight[self.rack_of[b]]
-            forced = spanning * weight[b] / rack if rack > 0 else 0.0
+            forced = spanning * self.weight[b] / rack if rack > 0 else 0.0
             if forced > ceilings[b]:
                 ceilings[b] = max(ceilings[b], math.ceil(forced + self.slack[0] - 1e-9))
         return ceilings
@@ -372,10 +397,10 @@ class GoalSearch:
 
     def _lowest_leader_counts(self) -> np.ndarray:
         """Per broker slot, the low end of its leader band (:meth:`band`), from the shares alone."""
-        weight = np.array([self.view.weight_of[b] for b in self.view.eligible], dtype=float)
-        share = len(self.rf) * weight / weight.sum() if weight.sum() > 0 else weight
-        low: np.ndarray = np.maximum(np.floor(share - self.options.balanced_slack(True) + 1e-9) + 1, 0)
-        return low.astype(np.int64)
+        weight = self.weight
+        share = len(self.rf) * weight / weight.sum() if weight.sum() > 0 else weight  # every partition leads
+        low: np.ndarray = np.maximum(band_ends(share, self.options.balanced_slack(True))[0], 0)
+        return low
 
     def in_racks(self, racks: list[str]) -> np.ndarray:
         """The broker slots in ``racks``."""
@@ -492,7 +517,7 @@ class GoalSearch:
         back to it start from a worse layout (the e2e fleet's cluster-1: bytes
         in 1.061x -> 1.130x the bound, the load 1.233x -> 1.265x).
         """
-        limits = self._goal_limits() if self._any_forced else None
+        limits = self._goal_limits() if self.any_forced else None
         for j in range(k):
             limit = self.target(j) * (1 + 1e-9) if limits is None else limits[j]
             for b, value in after[j].items():

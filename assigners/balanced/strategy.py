@@ -66,7 +66,7 @@ import pandas as pd
 from assigners.balance import balance_leaders, settles_as_it_is
 from assigners.balanced.donate import donate, donation_amounts
 from assigners.balanced.searches import Plan, reach_goals, settle_and_search
-from assigners.balanced.state import GoalSearch, Resource
+from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.model import (
     NOTES,
     SKIP_REASON,
@@ -104,12 +104,11 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     resources = _resources(partitions, brokers, view)
     options = constraints
     replicas = keep_valid_each(preferred, rf, view, even_out=True)
-    preferred_even, preferred_met, empty, preferred_off = False, [], frozenset[int](), None
+    preferred_even, preferred_met, empty = False, [], frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
         preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
         empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
-        preferred_off = None if preferred_even else _outside_bands(kept)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     if preferred_even and all(preferred_met):
         frame = assignment_frame(topics, numbers, preferred)
@@ -123,12 +122,13 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
         replicas, (notes, met) = settle_and_search(replicas, partitions, view, resources, options)
-    if preferred_off is not None and not any(now and not before for before, now in zip(preferred_met, met)):
+    gains = any(now and not before for before, now in zip(preferred_met, met))
+    if preferred_met and not preferred_even and not gains:
         # counts the racks force off their bands, as far off in all as the plan's: as even as they go (a
         # rack's brokers may trade a replica up to their held ceiling, GoalSearch.ceiling, and the count
         # balancing would even them back)
-        preferred_even = preferred_off <= _outside_bands(GoalSearch(replicas, partitions, view, resources, options))
-    if preferred_even and not any(now and not before for before, now in zip(preferred_met, met)):
+        preferred_even = counts_outside_bands(preferred, view, options) <= counts_outside_bands(replicas, view, options)
+    if preferred_even and not gains:
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
         frame = assignment_frame(topics, numbers, preferred)
@@ -209,11 +209,6 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
         (bytes_in, zero, weight),
     ]
     return [Resource(goal, *amount) for goal, amount in zip(LOAD_GOALS, amounts, strict=True)]
-
-
-def _outside_bands(search: GoalSearch) -> int:
-    """How far the replica and leader counts are outside their bands in all (the exact solver's count goal)."""
-    return sum(sum(search.count_band(b, leaders)) for b in range(len(search.brokers)) for leaders in (0, 1))
 
 
 def _settled(search: GoalSearch, partitions: pd.DataFrame, view: ClusterView) -> bool:
