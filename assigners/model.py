@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -84,6 +85,57 @@ class LoadWeights:
         return self.leader_in * bytes_in + self.leader_out * bytes_out, self.follower_in * bytes_in
 
 
+@dataclass(frozen=True)
+class PlacementRule:
+    """``[[constraints.placement]]``: where the topics a regular expression names may place their replicas.
+
+    The vocabulary is LaminarDB's node tags, Redpanda's taints and
+    tolerations (its partition allocator RFC, with Kubernetes' meaning: a
+    tainted broker takes only topics that tolerate every taint it has) and
+    Cruise Control's broker sets (``BrokerSetAwareGoal``) and
+    ``topics.excluded.from.partition.movement`` (``frozen``). The hard parts
+    (``require_tags``, ``tolerations``, ``frozen``) are kept by every strategy
+    (:mod:`assigners.policies`); ``prefer_tags``, ``prefer_strength`` and
+    ``leader_racks`` are recorded for ``balanced``'s soft goals.
+    """
+
+    topics: str  # a regular expression, matched against the whole topic name
+    require_tags: Mapping[str, str] = field(default_factory=dict)  # replicas only on brokers with all of these
+    tolerations: tuple[str, ...] = ()  # taints its topics may sit beside
+    prefer_tags: Mapping[str, str] = field(default_factory=dict)
+    prefer_strength: float = 0.5  # 0.0 ignore ... 1.0 must
+    leader_racks: tuple[str, ...] = ()
+    frozen: bool = False  # never moved, except off a broker that may not keep it
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.topics, topic) is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain form (TOML's keys), only what differs from the defaults: an old config keeps its hash."""
+        out: dict[str, Any] = {"topics": self.topics}
+        for name, default in (("require_tags", {}), ("tolerations", ()), ("prefer_tags", {}), ("leader_racks", ())):
+            value = getattr(self, name)
+            if value != default:
+                out[name] = dict(sorted(value.items())) if isinstance(value, Mapping) else list(value)
+        if self.prefer_tags:
+            out["prefer_strength"] = self.prefer_strength
+        if self.frozen:
+            out["frozen"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> PlacementRule:
+        return cls(
+            str(raw["topics"]),
+            dict(raw.get("require_tags", {})),
+            tuple(raw.get("tolerations", ())),
+            dict(raw.get("prefer_tags", {})),
+            float(raw.get("prefer_strength", 0.5)),
+            tuple(raw.get("leader_racks", ())),
+            bool(raw.get("frozen", False)),
+        )
+
+
 # ``balanced``'s per-goal thresholds (Constraints fields; None: the shared slack or ratio)
 BALANCED_GOAL_THRESHOLDS = (
     "balanced_replica_slack",
@@ -133,6 +185,10 @@ class Constraints:
         allocator); ``core_capacity`` partitions per core is a hard cap.
     load_weights
         Weights of the rates in a replica's load (:class:`LoadWeights`).
+    broker_tags, broker_taints, placement
+        Placement rules by topic (:class:`PlacementRule`, :mod:`assigners.policies`):
+        each broker's tags (``key -> value``) and taints (``"key=value"``),
+        and the rules, the first matching a topic applying to it.
     lpt_skip_ratio, vnodes_per_core, bounded_load_epsilon
         Strategy options that travel with the rules: ``lpt`` leaves a legal
         cluster whose max/min broker load is below the ratio (``skipped``);
@@ -176,6 +232,9 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
     assign_cores: bool = False
     core_capacity: int = 7000
     load_weights: LoadWeights = LoadWeights()
+    broker_tags: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    broker_taints: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    placement: tuple[PlacementRule, ...] = ()
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Constraints:
@@ -201,6 +260,9 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             assign_cores=bool(raw.get("assign_cores", False)),
             core_capacity=int(raw.get("core_capacity", cls.core_capacity)),
             load_weights=LoadWeights(**raw.get("load_weights", {})),
+            broker_tags={int(b): dict(t) for b, t in raw.get("broker_tags", {}).items()},
+            broker_taints={int(b): tuple(t) for b, t in raw.get("broker_taints", {}).items()},
+            placement=tuple(PlacementRule.from_dict(r) for r in raw.get("placement", ())),
         )
 
     def balanced_slack(self, leaders: bool) -> int:
@@ -243,6 +305,18 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             "assign_cores": self.assign_cores,
             "core_capacity": self.core_capacity,
             "load_weights": asdict(self.load_weights),
+            # placement only where set: a config without it keeps its hash
+            **(
+                {"broker_tags": {str(b): dict(sorted(t.items())) for b, t in sorted(self.broker_tags.items())}}
+                if self.broker_tags
+                else {}
+            ),
+            **(
+                {"broker_taints": {str(b): list(t) for b, t in sorted(self.broker_taints.items())}}
+                if self.broker_taints
+                else {}
+            ),
+            **({"placement": [r.to_dict() for r in self.placement]} if self.placement else {}),
         }
 
 

@@ -33,6 +33,7 @@ from assigners.model import (
     prepare_partitions,
     replica_matrix,
 )
+from assigners.policies import check_placement, enforce_placement, placement_violations, resolve_placement
 from assigners.validate import (
     check_feasible,
     config_entries_not_in_cluster,
@@ -170,6 +171,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     prepared = prepare_partitions(partitions, constraints)
     view = ClusterView.from_brokers(prepared_brokers, constraints)
     check_feasible(prepared, view)
+    placement = resolve_placement(constraints, prepared, view)
+    if placement is not None:
+        check_placement(placement, prepared, view)
 
     assignment = STRATEGIES[request.strategy].assign(prepared_brokers, prepared, constraints, request.seed)
     rules = LeaderRules.resolve(constraints, prepared)
@@ -180,17 +184,24 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     skip_reason = assignment.attrs.get(SKIP_REASON)
     if drift:
         notes.append(_drift_note(request, drift))
-    if skip_reason and not rules.active and not drift:
+    live_breaks_placement = placement is not None and bool(
+        placement_violations(replica_matrix(prepared["current"].tolist()), prepared, view, placement)
+    )
+    if skip_reason and not rules.active and not drift and not live_breaks_placement:
         notes = [*notes, *_still_pending(prepared, request), skip_reason]
         return PlanResult(SKIPPED, _empty_planned(), notes=notes, warnings=warnings)
     if not same_keys(prepared, assignment):
         validate_plan(prepared, assignment, view)  # names the partitions missing, extra or planned twice
         assignment = prepared[["topic", "partition"]].merge(assignment, on=["topic", "partition"], how="left")
     rows = [list(r) for r in assignment["replicas"]]
-    extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes)
+    placed: frozenset[int] = frozenset()
+    if placement is not None:  # every strategy keeps the placement rules: repaired here, checked below
+        placement_notes, placed = enforce_placement(rows, prepared, view, placement)
+        notes.extend(placement_notes)
+    extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
     target = replica_matrix(rows)
-    validate_plan(prepared, assignment, view, rules, target)
+    validate_plan(prepared, assignment, view, rules, target, placement)
     live = replica_matrix(prepared["current"].tolist())
 
     epochs = _previous_epochs(partitions)
@@ -240,7 +251,11 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         epochs,
         in_plan,
         request,
-        forced=lambda: bool(drift or plan_violations(prepared, _live_frame(prepared), view, rules, live, most=1)),
+        forced=lambda: bool(
+            drift
+            or live_breaks_placement
+            or plan_violations(prepared, _live_frame(prepared), view, rules, live, most=1)
+        ),
         notes=notes,
         drifted=bool(drift),
     )
@@ -381,8 +396,10 @@ def _apply_rules(
     rules: LeaderRules,
     strategy: str,
     notes: list[str],
+    placed: frozenset[int] = frozenset(),
 ) -> dict[str, int]:
-    """Leadership rules, then the move budget, on any strategy's plan; in place.
+    """Leadership rules, then the move budget, on any strategy's plan; in place. ``placed``: partitions the
+    placement rules changed (forced: the budget never defers them, and their leaders stay).
 
     Returns the plan_runs counts they add (unmet affinity hints, deferred moves).
     """
@@ -393,6 +410,7 @@ def _apply_rules(
         unmet, fixed = apply_leader_rules(rows, prepared, view, rules, rebalance)
         if unmet:
             notes.append(f"{len(unmet)} affinity hints not met: {'; '.join(unmet[:5])}")
+    fixed = fixed | placed
     budget = apply_move_budget(rows, prepared, view, constraints, fixed)
     notes.extend(budget.notes)
     if budget.moves_deferred and rebalance:

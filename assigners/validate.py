@@ -32,6 +32,7 @@ from assigners.model import (
     row_any,
     row_sum,
 )
+from assigners.policies import Placement, placement_violations
 
 
 def _tp(topic: object, partition: object) -> str:
@@ -236,13 +237,15 @@ def plan_violations(
     rules: LeaderRules | None = None,
     matrix: np.ndarray | None = None,
     most: int | None = None,
+    placement: Placement | None = None,
 ) -> list[str]:
     """Every rule a plan breaks, one line each (empty list: valid); ``most`` caps the partitions described.
 
     Rules: one row per input partition, exact RF, distinct brokers, only
     eligible brokers, the rack rule (min(RF, racks) distinct failure
-    domains when rack-aware), the caps, and with ``rules`` the pinned
-    leaders and anti-affinity groups. ``matrix``: the caller's replica matrix
+    domains when rack-aware), the caps, with ``rules`` the pinned
+    leaders and anti-affinity groups, and with ``placement`` the placement
+    rules (:func:`assigners.policies.placement_violations`). ``matrix``: the caller's replica matrix
     of ``assignment`` when it already has one (used when the rows line up).
     """
     keys = prepared_partitions[["topic", "partition"]]
@@ -273,6 +276,8 @@ def plan_violations(
     violations.extend(_cap_violations(matrix, prepared_partitions["size_bytes"].to_numpy(dtype=np.int64), view))
     if rules is not None:
         violations.extend(_leader_rule_violations(matrix[:, 0], aligned, rules))
+    if placement is not None:
+        violations.extend(placement_violations(matrix, prepared_partitions, view, placement)[:most])
     bad_rows = np.flatnonzero(np.any([mask for mask, _ in checks], axis=0))
     for i in bad_rows[:most].tolist():
         reps = matrix[i][valid[i]].tolist()
@@ -337,8 +342,9 @@ def validate_plan(
     view: ClusterView,
     rules: LeaderRules | None = None,
     matrix: np.ndarray | None = None,
+    placement: Placement | None = None,
 ) -> None:
-    violations = plan_violations(prepared_partitions, assignment, view, rules, matrix)
+    violations = plan_violations(prepared_partitions, assignment, view, rules, matrix, placement=placement)
     if violations:
         raise ConstraintViolationError(
             f"{len(violations)} violated rules in the computed plan", table="plans", rows=violations
@@ -357,4 +363,11 @@ def config_entries_not_in_cluster(
     known = {int(b) for b in brokers["broker_id"]}
     out = [f"replication_factor {t}" for t in sorted(constraints.replication_factor) if t not in topics]
     out += [f"excluded_brokers {b}" for b in sorted(constraints.excluded_brokers) if b not in known]
+    for key in ("broker_tags", "broker_taints"):
+        out += [f"{key} {b}" for b in sorted(getattr(constraints, key)) if b not in known]
+    out += [
+        f'placement rule {n} (topics "{rule.topics}") matches no topic'
+        for n, rule in enumerate(constraints.placement, start=1)
+        if not any(rule.matches(str(t)) for t in topics)
+    ]
     return out + missing_rule_refs

@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import json
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 from assigners import STRATEGIES, Constraints
 from assigners.leadership import parse_ref
-from assigners.model import CORE0_RESERVE, LoadWeights, StrategyOption
+from assigners.model import CORE0_RESERVE, LoadWeights, PlacementRule, StrategyOption
 from assigners.waves import MOVE_ORDERS, WaveCaps
 from schemas import ALL_TABLES
 
@@ -285,7 +286,83 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
         max_bytes_to_move=_at_least(raw, "max_bytes_to_move", 0, prefix, source),
         assign_cores=_typed(raw, "assign_cores", bool, False, f"{prefix}.", source),
         core_capacity=_at_least(raw, "core_capacity", CORE0_RESERVE + 1, prefix, source) or Constraints.core_capacity,
+        broker_tags=_broker_tags(raw.get("broker_tags", {}), f"{prefix}.broker_tags", source),
+        broker_taints=_broker_taints(raw.get("broker_taints", {}), f"{prefix}.broker_taints", source),
+        placement=_placement_rules(raw.get("placement", []), f"{prefix}.placement", source),
     )
+
+
+def _broker_id(key: str, where: str, source: str) -> int:
+    try:
+        return int(key)
+    except ValueError:
+        raise ConfigError(f'{source}: {where}: key {key!r} must be a broker id, e.g. "1"') from None
+
+
+def _string_map(value: Any, where: str, source: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        example = '{ tier = "ssd" }'
+        raise ConfigError(f"{source}: {where} must map tag names to string values, e.g. {example}, got {value!r}")
+    return dict(value)
+
+
+def _broker_tags(raw: Any, where: str, source: str) -> dict[int, dict[str, str]]:
+    """``"broker id" = { key = "value", ... }``."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{source}: {where} must map broker ids to tag tables, e.g. "1" = {{ tier = "ssd" }}')
+    return {_broker_id(b, where, source): _string_map(t, f"{where}.{b}", source) for b, t in raw.items()}
+
+
+def _taint_list(value: Any, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(t, str) and t and not t.startswith("=") for t in value):
+        raise ConfigError(f'{source}: {where} must be a list of "key=value" (or "key") strings, got {value!r}')
+    return tuple(value)
+
+
+def _broker_taints(raw: Any, where: str, source: str) -> dict[int, tuple[str, ...]]:
+    """``"broker id" = ["key=value", ...]``."""
+    if not isinstance(raw, dict):
+        example = '"9" = ["dedicated=payments"]'
+        raise ConfigError(f"{source}: {where} must map broker ids to lists of taints, e.g. {example}")
+    return {_broker_id(b, where, source): _taint_list(t, f"{where}.{b}", source) for b, t in raw.items()}
+
+
+_RULE_KEYS = {f.name for f in fields(PlacementRule)}
+
+
+def _placement_rules(raw: Any, where: str, source: str) -> tuple[PlacementRule, ...]:
+    """``[[constraints.placement]]`` tables, each with a ``topics`` regular expression."""
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        raise ConfigError(f"{source}: {where} must be a list of tables ([[{where}]])")
+    rules = []
+    for n, rule in enumerate(raw, start=1):
+        at = f"{where}[{n}]"
+        _check_keys(rule, _RULE_KEYS, f"{at}.", source)
+        topics = rule.get("topics")
+        if not isinstance(topics, str) or not topics:
+            raise ConfigError(f'{source}: {at}.topics must be a regular expression over topic names, e.g. "payments.*"')
+        try:
+            re.compile(topics)
+        except re.error as exc:
+            raise ConfigError(f"{source}: {at}.topics = {topics!r} is not a regular expression: {exc}") from None
+        strength = _number(rule, "prefer_strength", 0.5, source, f"{at}.")
+        if strength is None or not 0.0 <= strength <= 1.0:
+            raise ConfigError(f"{source}: {at}.prefer_strength = {strength!r} must be between 0.0 and 1.0")
+        racks = rule.get("leader_racks", [])
+        if not isinstance(racks, list) or not all(isinstance(r, str) and r for r in racks):
+            raise ConfigError(f"{source}: {at}.leader_racks must be a list of rack names, got {racks!r}")
+        rules.append(
+            PlacementRule(
+                topics,
+                _string_map(rule.get("require_tags", {}), f"{at}.require_tags", source),
+                _taint_list(rule.get("tolerations", []), f"{at}.tolerations", source),
+                _string_map(rule.get("prefer_tags", {}), f"{at}.prefer_tags", source),
+                strength,
+                tuple(racks),
+                _typed(rule, "frozen", bool, False, f"{at}.", source),
+            )
+        )
+    return tuple(rules)
 
 
 def _at_least(raw: Mapping[str, Any], key: str, low: int, prefix: str, source: str) -> int | None:

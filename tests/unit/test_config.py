@@ -164,3 +164,57 @@ def test_bad_rule_keys_name_the_key(constraints, fragment):
 def test_bad_load_weights_name_the_key(weights, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_config({"planner": {"load_weights": weights}})
+
+
+def test_placement_rules_parse_travel_to_the_workers_and_leave_other_configs_hash_alone():
+    config = parse_config(
+        {
+            "constraints": {
+                "broker_tags": {"1": {"tier": "ssd", "cell": "a"}, "2": {"tier": "ssd"}},
+                "broker_taints": {"9": ["dedicated=payments"]},
+                "placement": [
+                    {"topics": "payments.*", "require_tags": {"tier": "ssd"}, "tolerations": ["dedicated=payments"]},
+                    {"topics": "audit", "frozen": True, "prefer_tags": {"cell": "a"}, "prefer_strength": 0.7},
+                ],
+            },
+            "clusters": {"c2": {"constraints": {"broker_taints": {"3": ["maintenance"]}}}},
+        }
+    )
+    c = config.for_cluster("c1").constraints
+    assert c.broker_tags == {1: {"tier": "ssd", "cell": "a"}, 2: {"tier": "ssd"}}
+    assert c.broker_taints == {9: ("dedicated=payments",)}
+    assert [r.topics for r in c.placement] == ["payments.*", "audit"]
+    assert c.placement[1].frozen and c.placement[1].prefer_strength == 0.7 and not c.placement[0].frozen
+    assert Constraints.from_dict(c.to_dict()) == c
+    assert config.for_cluster("c2").constraints.broker_taints == {3: ("maintenance",)}
+    # a config without placement keys hashes as before they existed: no empty entries in the plain form
+    assert "placement" not in parse_config({}).for_cluster("c").constraints.to_dict()
+    assert config.config_hash(["c1"]) != parse_config({}).config_hash(["c1"])
+
+
+@pytest.mark.parametrize(
+    "constraints, fragment",
+    [
+        ({"broker_tags": {"one": {"tier": "ssd"}}}, "constraints.broker_tags: key 'one' must be a broker id"),
+        ({"broker_tags": {"1": {"tier": 3}}}, "constraints.broker_tags.1 must map tag names to string values"),
+        (
+            {"broker_taints": {"9": "dedicated=payments"}},
+            r"constraints.broker_taints.9 must be a list of \"key=value\"",
+        ),
+        ({"placement": {"topics": "x"}}, r"constraints.placement must be a list of tables"),
+        ({"placement": [{"require_tags": {"tier": "ssd"}}]}, r"constraints.placement\[1\].topics must be a regular"),
+        (
+            {"placement": [{"topics": "pay(ments"}]},
+            r"constraints.placement\[1\].topics = 'pay\(ments' is not a regular",
+        ),
+        (
+            {"placement": [{"topics": "x", "frozn": True}]},
+            r"unknown key constraints.placement\[1\].frozn \(did you mean frozen",
+        ),
+        ({"placement": [{"topics": "x", "prefer_strength": 2}]}, r"prefer_strength = 2.0 must be between 0.0 and 1.0"),
+        ({"placement": [{"topics": "x", "frozen": "yes"}]}, r"constraints.placement\[1\].frozen = 'yes' must be bool"),
+    ],
+)
+def test_bad_placement_keys_name_the_key(constraints, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        parse_config({"constraints": constraints})

@@ -1,0 +1,224 @@
+"""Placement rules by topic, the hard part: required tags, taints and tolerations, frozen topics.
+
+``[[constraints.placement]]`` rules (:class:`assigners.model.PlacementRule`)
+name topics by a regular expression; the first rule matching a topic
+applies to it. A topic may use the eligible brokers that carry every tag
+its rule requires (a broker set: Cruise Control's ``BrokerSetAwareGoal``)
+and whose every taint it tolerates (Redpanda's taints and tolerations, with
+Kubernetes' meaning: a toleration ``"key=value"`` tolerates that taint, a
+bare ``"key"`` any taint with that key; a topic without a rule tolerates
+none). A frozen topic's replicas stay where they are (Cruise Control's
+``topics.excluded.from.partition.movement``), except those on a broker the
+topic may not keep, which move with the fewest moves.
+
+Every strategy plans as it does; :func:`enforce_placement` then puts each
+replica a rule forbids on the allowed broker holding the fewest replicas
+per weight (keeping the rack rule and the caps) and resets frozen
+partitions, and :func:`placement_violations` is part of the plan's
+validation, as the rack rule is. A snapshot no plan can meet fails before
+planning (:func:`check_placement`), naming the topic, the rule and the
+brokers that qualify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from assigners.errors import InsufficientBrokersError
+from assigners.model import PAD, ClusterView, Constraints, PlacementRule
+from assigners.placement import Usage, keep_valid
+
+NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One cluster's rules resolved: per partition its rule, per rule the brokers its topics may use."""
+
+    rules: tuple[PlacementRule, ...]
+    rule_of: np.ndarray  # per partition: the index of its rule, NO_RULE where none matches
+    allowed: dict[int, frozenset[int]]  # per rule index: the eligible brokers its topics may use
+    frozen: np.ndarray  # per partition: its topic's rule freezes it
+
+    def allowed_of(self, i: int) -> frozenset[int]:
+        return self.allowed[int(self.rule_of[i])]
+
+    def describe(self, r: int) -> str:
+        """A rule as the errors and notes name it: its number in the config and its pattern."""
+        if r == NO_RULE:
+            return "no placement rule (untainted brokers only)"
+        rule = self.rules[r]
+        parts = [f'topics "{rule.topics}"']
+        if rule.require_tags:
+            parts.append("require_tags " + ", ".join(f"{k}={v}" for k, v in sorted(rule.require_tags.items())))
+        if rule.tolerations:
+            parts.append("tolerations " + ", ".join(rule.tolerations))
+        return f"placement rule {r + 1} ({'; '.join(parts)})"
+
+
+def resolve_placement(constraints: Constraints, partitions: pd.DataFrame, view: ClusterView) -> Placement | None:
+    """The rules for ``partitions`` (prepared: ``topic``); None where no rule and no taint applies, so a
+    cluster without them pays nothing."""
+    taints = {b: tuple(t) for b, t in constraints.broker_taints.items() if t and b in view.eligible_set}
+    if not constraints.placement and not taints:
+        return None
+    rules = constraints.placement
+    topics = partitions["topic"].astype(str)
+    rule_by_topic = {t: next((r for r, rule in enumerate(rules) if rule.matches(t)), NO_RULE) for t in topics.unique()}
+    rule_of = topics.map(rule_by_topic).to_numpy(dtype=np.int64)
+    used = sorted(set(rule_of.tolist()))
+    allowed = {r: _allowed(None if r == NO_RULE else rules[r], constraints, taints, view) for r in used}
+    frozen = np.array([r != NO_RULE and rules[r].frozen for r in rule_of.tolist()], dtype=bool)
+    return Placement(rules, rule_of, allowed, frozen)
+
+
+def _allowed(
+    rule: PlacementRule | None, constraints: Constraints, taints: dict[int, tuple[str, ...]], view: ClusterView
+) -> frozenset[int]:
+    """The eligible brokers carrying every tag ``rule`` requires and whose every taint it tolerates."""
+    needs = dict(rule.require_tags) if rule else {}
+    tolerates = set(rule.tolerations) if rule else set()
+    out = []
+    for b in view.eligible:
+        tags = constraints.broker_tags.get(b, {})
+        if any(tags.get(k) != v for k, v in needs.items()):
+            continue
+        if all(t in tolerates or t.split("=", 1)[0] in tolerates for t in taints.get(b, ())):
+            out.append(b)
+    return frozenset(out)
+
+
+def check_placement(placement: Placement, partitions: pd.DataFrame, view: ClusterView) -> None:
+    """Fail, naming the topic, the rule and the brokers that qualify, where a rule leaves too few brokers or
+    racks for a partition's replication factor (and the rack rule)."""
+    rows = []
+    for r, allowed in sorted(placement.allowed.items()):
+        mine = placement.rule_of == r
+        if not mine.any():
+            continue
+        rf = int(partitions["rf"].to_numpy()[mine].max())
+        racks = len({view.domain_of[b] for b in allowed})
+        needed = view.required_domains(rf)
+        if len(allowed) >= rf and racks >= needed:
+            continue
+        topic = str(partitions["topic"].to_numpy()[mine][0])
+        brokers = sorted(allowed)
+        why = f" (the rack rule needs {needed})" if racks < needed else ""
+        rows.append(
+            f"topic {topic}: {placement.describe(r)} leaves {len(brokers)} eligible brokers {brokers} in "
+            f"{racks} racks for replication factor {rf}{why}"
+        )
+    if rows:
+        raise InsufficientBrokersError("placement rules leave too few brokers", table="config", rows=rows)
+
+
+def enforce_placement(
+    rows: list[list[int]], partitions: pd.DataFrame, view: ClusterView, placement: Placement
+) -> tuple[list[str], frozenset[int]]:
+    """Frozen partitions back to their live replicas, and every replica on a broker its rule forbids onto the
+    allowed broker with the fewest replicas per weight; in place. Returns the notes and the partitions
+    whose change the rules force (the move budget never defers them)."""
+    current = partitions["current"].tolist()
+    rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
+    usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view)
+    moved_off: dict[tuple[int, int], int] = {}  # (rule, broker) -> replicas moved off it
+    frozen_kept, forced = 0, set()
+    for i in range(len(rows)):
+        allowed = placement.allowed_of(i)
+        for b in current[i]:  # what the live layout breaks: the repairs the notes name
+            if b not in allowed and b in view.eligible_set:
+                key = (int(placement.rule_of[i]), b)
+                moved_off[key] = moved_off.get(key, 0) + 1
+        frozen = bool(placement.frozen[i])
+        if not frozen and allowed.issuperset(rows[i]):
+            continue
+        base = current[i] if frozen else rows[i]
+        kept = keep_valid([b for b in base if b in allowed], rf[i], view)
+        if frozen and kept == list(current[i]):
+            frozen_kept += rows[i] != kept
+        else:
+            forced.add(i)
+        # keep_valid keeps the order: where the leader left, the next broker kept (or the first refill) leads
+        new = _refilled(i, kept, rows[i] if frozen else [], rf[i], allowed, view, usage, placement)
+        for b in set(rows[i]) - set(new):
+            usage.remove(i, b)
+        for b in set(new) - set(rows[i]):
+            usage.add(i, b)
+        rows[i] = new
+    notes = []
+    if moved_off:
+        listed = "; ".join(
+            f"{n} on broker {b} by {placement.describe(r)}" for (r, b), n in sorted(moved_off.items())[:5]
+        )
+        total = sum(moved_off.values())
+        notes.append(
+            f"placement rules: {total} live replicas sit on brokers their topic may not use, moved off: {listed}"
+        )
+    if frozen_kept:
+        noun = "partition" if frozen_kept == 1 else "partitions"
+        notes.append(f"frozen topics: {frozen_kept} {noun} the strategy would move kept where they are")
+    return notes, frozenset(forced)
+
+
+def _refilled(
+    i: int,
+    kept: list[int],
+    planned: list[int],
+    rf: int,
+    allowed: frozenset[int],
+    view: ClusterView,
+    usage: Usage,
+    placement: Placement,
+) -> list[int]:
+    """``kept`` filled up to ``rf``: first with brokers of ``planned`` (the strategy's choice), then with the
+    allowed broker holding the fewest replicas per weight that keeps the rack rule reachable and has room."""
+    new = list(kept)
+    required = view.required_domains(rf)
+    while len(new) < rf:
+        racks = {view.domain_of[b] for b in new}
+        short = len(racks) + (rf - len(new) - 1) < required  # the next replica must open a new rack
+
+        def fits(b: int, racks: set[str] = racks, short: bool = short) -> bool:
+            opens = not short or view.domain_of[b] not in racks
+            return b in allowed and b not in new and opens and usage.room_for(i, b)
+
+        choice = next((b for b in planned if fits(b)), None)
+        if choice is None:
+            ranked = sorted(allowed, key=lambda b: (usage.fullness(b), b))
+            choice = next((b for b in ranked if fits(b)), None)
+        if choice is None:
+            raise InsufficientBrokersError(
+                f"no broker left for a replica of partition {i} under {placement.describe(int(placement.rule_of[i]))}",
+                table="config",
+            )
+        new.append(choice)
+    return new
+
+
+def placement_violations(
+    matrix: np.ndarray, partitions: pd.DataFrame, view: ClusterView, placement: Placement
+) -> list[str]:
+    """Replicas on brokers their topic's rule forbids, and frozen partitions moved although their live
+    replicas were all allowed and legal, one line each."""
+    out = []
+    current = partitions["current"].tolist()
+    rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
+    names = partitions["topic"].astype(str) + "-" + partitions["partition"].astype(str)
+    for i, row in enumerate(matrix.tolist()):
+        reps = [b for b in row if b != PAD]
+        allowed = placement.allowed_of(i)
+        forbidden = [b for b in reps if b not in allowed]
+        if forbidden:
+            rule = placement.describe(int(placement.rule_of[i]))
+            out.append(f"{names.iat[i]}: replicas on brokers {forbidden} that {rule} forbids")
+        elif placement.frozen[i] and set(reps) != set(current[i]) and _stays(current[i], rf[i], allowed, view):
+            out.append(f"{names.iat[i]}: frozen, but moved from {list(current[i])} to {reps}")
+    return out
+
+
+def _stays(live: list[int], rf: int, allowed: frozenset[int], view: ClusterView) -> bool:
+    """May a frozen partition's live replicas all stay (allowed, eligible, its RF, the rack rule)?"""
+    return allowed.issuperset(live) and keep_valid(list(live), rf, view) == list(live)

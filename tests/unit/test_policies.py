@@ -1,0 +1,185 @@
+"""Placement rules (tags, taints and tolerations, frozen topics): every strategy keeps the hard ones.
+
+The checks below derive which brokers a topic may use on their own (the
+first rule whose pattern matches the whole topic name; the tags it requires;
+a taint tolerated by "key=value" or by its bare key), not through
+``assigners.policies``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
+from assigners.model import PlacementRule
+from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+
+# drawn per broker: most carry tier=ssd and no taint, so most drawn rules leave enough brokers to plan
+TAGS = ({"tier": "ssd"}, {"tier": "ssd", "cell": "a"}, {"tier": "ssd", "cell": "a"}, {"tier": "hdd"}, {})
+TAINTS = ((), (), (), (), ("dedicated=payments",), ("maintenance=yes",))
+
+
+def may_use(constraints: Constraints, brokers: pd.DataFrame, topic: str) -> set[int]:
+    """The eligible brokers ``topic`` may use under ``constraints``' placement rules."""
+    rule = next((r for r in constraints.placement if re.fullmatch(r.topics, topic)), None)
+    out = set()
+    for b, state in zip(brokers["broker_id"], brokers["state"]):
+        b = int(b)
+        if state != "active" or b in constraints.excluded_brokers:
+            continue
+        tags = constraints.broker_tags.get(b, {})
+        if rule is not None and any(tags.get(k) != v for k, v in rule.require_tags.items()):
+            continue
+        tolerated = set(rule.tolerations) if rule else set()
+        if all(t in tolerated or t.split("=")[0] in tolerated for t in constraints.broker_taints.get(b, ())):
+            out.add(b)
+    return out
+
+
+def live_may_stay(constraints, brokers, topic, live, rf) -> bool:
+    """A frozen partition's live replicas may all stay: allowed, its RF, the rack rule."""
+    rack = dict(zip(brokers["broker_id"].astype(int), brokers["rack"]))
+    allowed = may_use(constraints, brokers, topic)
+    racks = {rack[b] for b in allowed}
+    eligible_racks = {rack[int(b)] for b, s in zip(brokers["broker_id"], brokers["state"]) if s == "active"}
+    needed = min(rf, len(eligible_racks))
+    return set(live) <= allowed and len(live) == rf and len({rack[b] for b in live}) >= min(needed, len(racks))
+
+
+@st.composite
+def clusters_with_rules(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, Constraints]:
+    brokers, parts = draw(random_clusters(max_rf=3))
+    ids = brokers["broker_id"].astype(int).tolist()
+    tags = {b: dict(draw(st.sampled_from(TAGS))) for b in ids}
+    taints = {b: draw(st.sampled_from(TAINTS)) for b in ids}
+    rules = []
+    for topic in sorted(set(parts["topic"]))[: draw(st.integers(0, 3))]:
+        rules.append(
+            PlacementRule(
+                topics=draw(st.sampled_from([topic, topic[:-1] + ".*", "nothing-matches"])),
+                require_tags=dict(draw(st.sampled_from([{}, {"tier": "ssd"}, {"cell": "a"}]))),
+                tolerations=draw(st.sampled_from([(), ("dedicated=payments",), ("maintenance",)])),
+                frozen=draw(st.booleans()),
+            )
+        )
+    constraints = Constraints(
+        broker_tags={b: t for b, t in tags.items() if t},
+        broker_taints={b: t for b, t in taints.items() if t},
+        placement=tuple(rules),
+    )
+    return brokers, parts, constraints
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=clusters_with_rules(), strategy=st.sampled_from(sorted(STRATEGIES)))
+@example(
+    case=(
+        brokers_frame([1, 2, 3, 4], ["a", "b", "a", "b"]),
+        partitions_frame([[1, 2], [3, 4], [1, 4]], ["pay", "pay", "logs"], [0, 1, 0]),
+        Constraints(
+            broker_tags={1: {"tier": "ssd"}, 2: {"tier": "ssd"}},
+            broker_taints={3: ("dedicated=payments",)},
+            placement=(PlacementRule("pay", require_tags={"tier": "ssd"}),),
+        ),
+    ),
+    strategy="balanced",
+).via("a required tag and a taint no topic tolerates")
+def test_property_every_strategy_keeps_the_placement_rules(case, strategy):
+    brokers, parts, constraints = case
+    result = plan_cluster(brokers, parts, PlanRequest("c", strategy, constraints, allow_worse=True))
+    if result.status == FAILED:  # infeasible inputs (too few brokers, racks or room) fail, naming what is short
+        assert result.error.startswith("cluster c: ") and "constraint violation" not in result.error, result.error
+        return
+    if result.status == SKIPPED:
+        planned = parts.assign(leader=[r[0] for r in parts["replicas"]])  # the live layout stands
+    else:
+        planned = result.planned
+        assert_valid(brokers, parts, planned, constraints)
+    live = {(t, p): list(r) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])}
+    for t, p, reps in zip(planned["topic"], planned["partition"], planned["replicas"]):
+        assert set(reps) <= may_use(constraints, brokers, t), (strategy, t, p, list(reps))
+        rule = next((r for r in constraints.placement if re.fullmatch(r.topics, t)), None)
+        rf = len(live[(t, p)])
+        if rule is not None and rule.frozen and live_may_stay(constraints, brokers, t, live[(t, p)], rf):
+            assert set(reps) == set(live[(t, p)]), (strategy, t, p, list(reps), live[(t, p)])
+
+
+def test_a_rule_leaving_too_few_brokers_fails_naming_topic_rule_and_brokers():
+    brokers = brokers_frame([1, 2, 3, 4], ["a", "b", "a", "b"])
+    parts = partitions_frame([[1, 2], [3, 4]], ["payments.orders", "logs"], [0, 0])
+    rule = PlacementRule("payments.*", require_tags={"tier": "ssd"})
+    constraints = Constraints(broker_tags={1: {"tier": "ssd"}, 3: {"tier": "ssd"}}, placement=(rule,))
+    result = plan_cluster(brokers, parts, PlanRequest("c1", "balanced", constraints))
+    assert result.status == FAILED
+    assert result.error == (
+        "cluster c1: not enough eligible brokers: placement rules leave too few brokers (table config); "
+        'offending row: topic payments.orders: placement rule 1 (topics "payments.*"; require_tags tier=ssd) '
+        "leaves 2 eligible brokers [1, 3] in 1 racks for replication factor 2 (the rack rule needs 2)"
+    )
+
+
+def test_a_frozen_topic_on_a_tainted_broker_moves_only_that_replica():
+    # every other replica of the frozen topic stays, whatever the strategy would like; the one on the
+    # tainted broker goes to an allowed broker of its rack
+    brokers = brokers_frame([1, 2, 3, 4, 5, 6], ["a", "b", "a", "b", "a", "b"])
+    reps = [[1, 2], [1, 2], [1, 2], [1, 6], [3, 4], [5, 6]]
+    parts = partitions_frame(reps, ["frozen"] * 4 + ["other"] * 2, [0, 1, 2, 3, 0, 1])
+    constraints = Constraints(
+        broker_taints={6: ("maintenance=yes",)}, placement=(PlacementRule("frozen", frozen=True),)
+    )
+    for strategy in sorted(STRATEGIES):
+        result = plan_cluster(brokers, parts, PlanRequest("c", strategy, constraints, allow_worse=True))
+        assert result.status == COMMITTED, (strategy, result.error, result.notes)
+        planned = dict(zip(zip(result.planned["topic"], result.planned["partition"]), result.planned["replicas"]))
+        assert [list(planned[("frozen", p)]) for p in range(3)] == [[1, 2]] * 3, strategy
+        assert list(planned[("frozen", 3)]) in ([1, 2], [1, 4]), strategy  # 6 is tainted
+        assert 6 not in {b for r in planned.values() for b in r}, strategy
+        assert (
+            "placement rules: 2 live replicas sit on brokers their topic may not use, moved off: 1 on broker 6 by "
+            'no placement rule (untainted brokers only); 1 on broker 6 by placement rule 1 (topics "frozen")'
+        ) in result.notes
+
+
+def test_a_cluster_within_thresholds_is_still_repaired_where_it_breaks_a_rule():
+    # balanced would skip this even cluster ("within every balance threshold"); the taint forces moves
+    brokers = brokers_frame([1, 2, 3, 4], ["a", "b", "a", "b"])
+    parts = partitions_frame([[1, 2], [3, 4], [2, 1], [4, 3]], ["t"] * 4, [0, 1, 2, 3], bytes_in=[1.0] * 4)
+    parts = parts.assign(size_bytes=1000)
+    constraints = Constraints(broker_taints={4: ("dedicated=payments",)})
+    plain = plan_cluster(brokers, parts, PlanRequest("c", "balanced"))
+    assert plain.status == SKIPPED
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", constraints))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    assert 4 not in {b for r in result.planned["replicas"] for b in r}
+    assert int(result.planned["kind"].notna().sum()) == 2  # only the two partitions on broker 4 change
+
+
+def test_entries_naming_what_the_cluster_lacks_are_warned_about():
+    brokers, parts = brokers_frame([1, 2, 3], ["a", "b", "c"]), partitions_frame([[1, 2], [1, 3], [2, 1]])
+    constraints = Constraints(
+        broker_tags={7: {"tier": "ssd"}},
+        broker_taints={8: ("maintenance",)},
+        placement=(PlacementRule("t0"), PlacementRule("payments.*")),
+    )
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", constraints))
+    assert result.warnings == [
+        "broker_tags 7",
+        "broker_taints 8",
+        'placement rule 2 (topics "payments.*") matches no topic',
+    ]
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_no_rules_no_change(strategy):
+    # rules that apply to nothing (a pattern no topic matches, no taints) plan exactly as none
+    brokers, parts = brokers_frame([1, 2, 3], ["a", "b", "c"]), partitions_frame([[1, 2], [1, 3], [2, 1]])
+    inert = Constraints(placement=(PlacementRule("nothing-matches", frozen=True),))
+    a = plan_cluster(brokers, parts, PlanRequest("c", strategy, allow_worse=True))
+    b = plan_cluster(brokers, parts, PlanRequest("c", strategy, inert, allow_worse=True))
+    assert a.status == b.status
+    assert a.planned.to_dict("records") == b.planned.to_dict("records")
