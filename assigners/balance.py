@@ -29,6 +29,7 @@ from assigners.model import (
     topic_codes,
 )
 from assigners.placement import PairCounts, Usage, evict_over_capacity, refill, topic_move_counts, topic_moves
+from assigners.policies import Placement, placement_shares
 
 
 def _domain_bits(view: ClusterView) -> dict[int, int]:
@@ -58,15 +59,19 @@ class _ReplicaIndex:
     donor holds.
     """
 
-    def __init__(self, assignment: list[list[int]], view: ClusterView) -> None:
+    def __init__(self, assignment: list[list[int]], view: ClusterView, placement: Placement | None = None) -> None:
+        """``placement``: the placement rules; a partition's rule is part of its group's key (a frozen one's
+        is :data:`FROZEN`), so a find passes over the groups that may not use the receiver at once."""
         self.assignment = assignment
         self.view = view
+        self.placement = placement
+        self.code = None if placement is None else _rule_codes(placement)  # None: one group key for all
         domains = sorted({view.domain_of[b] for b in view.domain_of})
         self.bit = _domain_bits(view)
         self.required: dict[int, int] = {}  # view.required_domains per RF, asked once per group a find looks at
         # Members are insertion-ordered dicts (used as ordered sets): taking the first one
         # is O(1) and deterministic, where min() over a set rescanned thousands of members.
-        self.groups: dict[int, list[dict[tuple[int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
+        self.groups: dict[int, list[dict[tuple[int, int, int], dict[int, None]]]] = {b: [{}, {}] for b in view.eligible}
         # Receivers each donor is known to have no legal move to; the conditions of a move only
         # tighten (more moves recorded, fuller receivers) except where ``move`` clears them.
         # A verdict holds while its receiver has not lost a replica since (``freed`` counts that).
@@ -94,9 +99,11 @@ class _ReplicaIndex:
         rf = row_lengths(matrix)[part]
         mask_values, mask_code = np.unique(masks[part, pos], return_inverse=True)
         mask_code = mask_code.ravel()
-        # one int64 per (broker, lead, rf, mask): a 1-D unique sorts far faster than rows
+        code = np.zeros(len(part), dtype=np.int64) if self.code is None else np.asarray(self.code)[part] - FROZEN
+        # one int64 per (broker, lead, rf, mask, rule): a 1-D unique sorts far faster than rows
         key = np.searchsorted(eligible, broker)
-        for radix, digit in ((2, lead), (matrix.shape[1] + 1, rf), (len(mask_values), mask_code)):
+        digits = ((2, lead), (matrix.shape[1] + 1, rf), (len(mask_values), mask_code), (int(code.max()) + 1, code))
+        for radix, digit in digits:
             key = key * radix + digit
         _, first, group = np.unique(key, return_index=True, return_inverse=True)
         members = part[np.argsort(group, kind="stable")].tolist()
@@ -104,7 +111,7 @@ class _ReplicaIndex:
         for g in np.argsort(first).tolist():
             i = first[g]
             groups = self.groups[int(broker[i])][int(lead[i])]
-            groups[(int(rf[i]), int(mask_values[mask_code[i]]))] = dict.fromkeys(
+            groups[(int(rf[i]), int(mask_values[mask_code[i]]), self._code(int(part[i])))] = dict.fromkeys(
                 members[ends[g - 1] if g else 0 : ends[g]]
             )
 
@@ -120,7 +127,7 @@ class _ReplicaIndex:
                 if other != b:
                     mask |= bit
             groups = mine[pos == 0]  # followers [0] are tried before leaders [1]
-            key = (len(replicas), mask)
+            key = (len(replicas), mask, self._code(i))
             if add:
                 groups.setdefault(key, {})[i] = None
             else:
@@ -128,6 +135,10 @@ class _ReplicaIndex:
                 del members[i]
                 if not members:
                     del groups[key]
+
+    def _code(self, i: int) -> int:
+        """Partition ``i``'s placement rule code in the group keys (0 for all without the rules)."""
+        return 0 if self.code is None else self.code[i]
 
     def find(self, old: int, new: int, ok: Callable[[int], bool] | None = None) -> int | None:
         """A partition whose replica on ``old`` may move to ``new`` without hurting its rack spread.
@@ -138,7 +149,9 @@ class _ReplicaIndex:
             return None
         new_bit, old_bit, required_of = self.bit[new], self.bit[old], self.required
         for groups in self.groups[old]:
-            for (rf, mask), members in groups.items():
+            for (rf, mask, code), members in groups.items():
+                if self.placement is not None and (code == FROZEN or new not in self.placement.allowed[code]):
+                    continue  # the rules keep this group off ``new``
                 required = required_of.get(rf)
                 if required is None:
                     required = required_of[rf] = self.view.required_domains(rf)
@@ -181,8 +194,10 @@ def balance_replica_counts(
     take_first: np.ndarray | None = None,
     probe: bool = False,
     live_matrix: np.ndarray | None = None,
+    placement: Placement | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
+
 
     Followers move first (a leader move also shifts leadership). A move
     from donor ``d`` to receiver ``r`` is made only when it lowers
@@ -195,7 +210,8 @@ def balance_replica_counts(
     with ``live``, moves are judged against the live layout: moving a replica
     the plan placed moves on what it replaced, see :class:`_TopicRule`;
     ``take_first``: which replicas a donor gives first, see :func:`_bulk_count_moves`; ``live_matrix``:
-    ``live``'s replica matrix, where the caller has it).
+    ``live``'s replica matrix, where the caller has it; ``placement``: the placement rules, kept by every
+    move, their replica caps by the shares).
     Returns the number of moves made; ``probe``: stop once there are any (would it move anything?).
 
     Notes
@@ -213,14 +229,17 @@ def balance_replica_counts(
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
     matrix = replica_matrix(assignment)
     span = max(view.eligible) + 1
-    rule = _TopicRule(topic_of, set() if moved is None else set(moved), assignment, live, matrix, span, live_matrix)
+    rule = _TopicRule(
+        topic_of, set() if moved is None else set(moved), assignment, live, matrix, span, live_matrix, placement
+    )
     moves = _bulk_count_moves(assignment, usage, rule, matrix, take_first, probe)
-    if (probe and moves) or not _any_improving_pair(usage):
+    shift = _placement_shift(usage, matrix, placement)
+    if (probe and moves) or not _any_improving_pair(usage, shift):
         return moves  # the exact loop would find nothing: skip building its index
-    index = _ReplicaIndex(assignment, view)
+    index = _ReplicaIndex(assignment, view, placement)
     capped = view.has_caps  # read once: it looks at every broker's caps
     while True:
-        chain = _find_count_move(index, usage, rule, capped)
+        chain = _find_count_move(index, usage, rule, capped, shift)
         if chain is None or len({i for i, _, _ in chain}) < len(chain):
             return moves  # no way forward (a chain reusing a partition could break its own rules)
         for i, old, new in chain:
@@ -252,10 +271,13 @@ class _TopicRule:
         matrix: np.ndarray,
         span: int,
         live_matrix: np.ndarray | None = None,
+        placement: Placement | None = None,
     ) -> None:
         """``matrix``: the assignment's replica matrix; ``span``: above every eligible broker id;
-        ``live_matrix``: ``live``'s, where the caller has it."""
+        ``live_matrix``: ``live``'s, where the caller has it; ``placement``: the placement rules, which a move
+        keeps as well (:meth:`assigners.policies.Placement.may_move`)."""
         self.topic_of, self.moved, self.assignment, self.live = topic_of, moved, assignment, live
+        self.placement = placement
         self.count = PairCounts(span)
         self.live_matrix = None if live is None else replica_matrix(live) if live_matrix is None else live_matrix
         if self.live_matrix is not None:
@@ -263,7 +285,7 @@ class _TopicRule:
 
     @property
     def active(self) -> bool:
-        return bool(self.moved) or self.live is not None
+        return bool(self.moved) or self.live is not None or self.placement is not None
 
     def _added(self, i: int, old: int, new: int) -> list[tuple[int, int, int]]:
         """The pairs partition ``i``'s move from ``old`` to ``new`` adds: a live ``old`` left for each broker it
@@ -293,6 +315,8 @@ class _TopicRule:
         return removed
 
     def allows(self, i: int, old: int, new: int) -> bool:
+        if self.placement is not None and not self.placement.may_move(i, new):
+            return False
         if self.live is None:
             return (self.topic_of[i], new, old) not in self.moved
         if self.assignment[i] == self.live[i]:  # its first move: it adds the one pair (topic, old, new)
@@ -362,11 +386,18 @@ def _bulk_count_moves(
     bit = _domain_bits(view)
     if not assignment or not 0 < len(set(bit.values())) < 63:
         return 0  # domain masks beyond int64: the exact loop does it all
-    share, pinned = _shares(usage, matrix)
+    share, pinned = _shares(usage, matrix, None if rule.placement is None else rule.placement.caps)
     high = {b: math.ceil(share[b]) for b in view.eligible}
     low = {b: math.floor(share[b]) for b in view.eligible}
     donors = sorted((b for b in view.eligible if usage.count[b] > high[b]), key=lambda b: (-usage.fullness(b), b))
-    receivers = sorted((b for b in view.eligible if usage.count[b] < low[b]), key=lambda b: (usage.fullness(b), b))
+    # under the placement rules a broker they restrict takes first: it can take only some replicas, which
+    # the donors would give away to the others before reaching it
+    caps = {} if rule.placement is None else rule.placement.caps
+    partitions = len(assignment)
+    receivers = sorted(
+        (b for b in view.eligible if usage.count[b] < low[b]),
+        key=lambda b: (caps.get(b, partitions) >= partitions, usage.fullness(b), b),
+    )
     if not donors or not receivers:
         return 0
     bulk = _Bulk(assignment, matrix, view, bit, rule, take_first, within_racks=pinned)
@@ -387,9 +418,10 @@ def _bulk_count_moves(
     return moves
 
 
-def _shares(usage: Usage, matrix: np.ndarray) -> tuple[dict[int, float], bool]:
+def _shares(usage: Usage, matrix: np.ndarray, caps: dict[int, int] | None = None) -> tuple[dict[int, float], bool]:
     """Each eligible broker's share of the replicas by weight: of the cluster's, or of its rack's where the
-    rack rule pins the racks' totals (:meth:`ClusterView.rack_shares`), and whether it does.
+    rack rule pins the racks' totals (:meth:`ClusterView.rack_shares`), and whether it does; with the
+    placement rules' ``caps``, no broker's share above its cap (:func:`assigners.policies.capped_shares`).
 
     Held to the cluster's share there, a broker of a large rack took up to
     it and gave the excess back, and the rest went one move at a time
@@ -403,6 +435,8 @@ def _shares(usage: Usage, matrix: np.ndarray) -> tuple[dict[int, float], bool]:
     rack_totals: dict[str, float] = {}
     for b in view.eligible:
         rack_totals[view.domain_of[b]] = rack_totals.get(view.domain_of[b], 0) + usage.count[b]
+    if caps is not None:
+        return placement_shares(view, row_lengths(matrix), rack_totals, caps)
     by_rack = view.rack_shares(row_lengths(matrix), rack_totals)
     if by_rack is not None:
         return by_rack, True
@@ -503,6 +537,8 @@ class _Bulk:
         before = np.bitwise_count(masks | self.bit[old])
         ok = ~self.moved[rows] & (self.matrix[rows, pos] == old) & ~row_any(self.matrix[rows] == new)
         ok &= after >= np.minimum(self.required[rows], before)
+        if self.rule.placement is not None:
+            ok &= self.rule.placement.movable_to(rows, new)
         if len(self.blocked):
             keys = self.keys(self.topic[rows], new, old)
             at = np.minimum(np.searchsorted(self.blocked, keys), len(self.blocked) - 1)
@@ -566,28 +602,54 @@ class _Bulk:
         usage.add(i, new)
 
 
-def _improves(usage: Usage, donor: int, receiver: int) -> bool:
-    w = usage.view.weight_of
-    return (2 * usage.count[receiver] + 1) / w[receiver] < (2 * usage.count[donor] - 1) / w[donor]
+FROZEN = -2  # a frozen partition's rule code in the index (no rule's index, nor NO_RULE)
 
 
-def _any_improving_pair(usage: Usage) -> bool:
+def _rule_codes(placement: Placement) -> list[int]:
+    """Per partition, its placement rule's index (NO_RULE where none), or FROZEN."""
+    codes: list[int] = np.where(placement.frozen, FROZEN, placement.rule_of).tolist()
+    return codes
+
+
+Shift = dict[int, float] | None  # per broker, its share per weight where shares are not by weight alone
+
+
+def _improves(usage: Usage, donor: int, receiver: int, shift: Shift = None) -> bool:
+    """Does moving a replica from ``donor`` to ``receiver`` lower sum((count - share)^2 / weight)? With
+    shares by weight (``shift`` None) that is the counts per weight alone."""
+    w, c = usage.view.weight_of, usage.count
+    if shift is None:
+        return (2 * c[receiver] + 1) / w[receiver] < (2 * c[donor] - 1) / w[donor]
+    return (2 * c[receiver] + 1) / w[receiver] - 2 * shift[receiver] < (2 * c[donor] - 1) / w[donor] - 2 * shift[donor]
+
+
+def _any_improving_pair(usage: Usage, shift: Shift = None) -> bool:
     """Is there a donor and receiver for which :func:`_improves` holds? (never for one broker with itself)"""
     w = usage.view.weight_of
     eligible = usage.view.eligible
-    lowest_receiver = min((2 * usage.count[b] + 1) / w[b] for b in eligible)
-    return lowest_receiver < max((2 * usage.count[b] - 1) / w[b] for b in eligible)
+    s = dict.fromkeys(eligible, 0.0) if shift is None else shift
+    lowest_receiver = min((2 * usage.count[b] + 1) / w[b] - 2 * s[b] for b in eligible)
+    return lowest_receiver < max((2 * usage.count[b] - 1) / w[b] - 2 * s[b] for b in eligible)
+
+
+def _placement_shift(usage: Usage, matrix: np.ndarray, placement: Placement | None) -> Shift:
+    """Under the placement rules, each broker's share per weight (:func:`_shares` with their caps): the
+    count balancing evens counts towards it, so a broker the rules keep short is not a receiver forever."""
+    if placement is None:
+        return None
+    share, _ = _shares(usage, matrix, placement.caps)
+    return {b: share[b] / usage.view.weight_of[b] for b in usage.view.eligible}
 
 
 def _find_count_move(
-    index: _ReplicaIndex, usage: Usage, rule: _TopicRule, capped: bool = True
+    index: _ReplicaIndex, usage: Usage, rule: _TopicRule, capped: bool = True, shift: Shift = None
 ) -> list[tuple[int, int, int]] | None:
     """A direct move from a fullest to an emptiest broker, else the shortest chain of moves.
 
     A chain donor -> b1 -> ... -> receiver moves one replica per hop; the
     brokers in between gain one and lose one, so only the two ends change.
     It gets past dead ends where every partition of the donor already uses
-    the receiver's rack. ``capped``: :attr:`ClusterView.has_caps`.
+    the receiver's rack. ``capped``: :attr:`ClusterView.has_caps`; ``shift``: see :func:`_improves`.
 
     Each move looks at every (donor, receiver) pair, most of them known to
     have nothing that fits (:attr:`_ReplicaIndex.dead`): the pairs are
@@ -597,26 +659,27 @@ def _find_count_move(
     of the index before, 13 now).
     """
     weight, count, dead, freed = usage.view.weight_of, usage.count, index.dead, index.freed
-    fullness = {b: count[b] / weight[b] for b in usage.view.eligible}
+    s = dict.fromkeys(usage.view.eligible, 0.0) if shift is None else shift
+    fullness = {b: count[b] / weight[b] - s[b] for b in usage.view.eligible}
     order = sorted(usage.view.eligible, key=lambda b: (fullness[b], b))
     top = fullness[order[-1]]
     donors = [b for b in reversed(order) if fullness[b] == top]
     every_donor = order[::-1]  # direct moves from any heavier broker before a chain from the heaviest
-    taking = [(b, (2 * count[b] + 1) / weight[b]) for b in order]  # _improves' receiver side, per broker
+    taking = [(b, (2 * count[b] + 1) / weight[b] - 2 * s[b]) for b in order]  # _improves' receiver side
 
     def legal(old: int, new: int) -> Callable[[int], bool]:
         return lambda i: usage.room_for(i, new) and rule.allows(i, old, new)
 
     plain = not capped and not rule.active  # no per-partition condition: any rack-legal one will do
     for old in every_donor:
-        giving, dead_old = (2 * count[old] - 1) / weight[old], dead[old]
+        giving, dead_old = (2 * count[old] - 1) / weight[old] - 2 * s[old], dead[old]
         for new, takes in taking:
             if takes < giving and dead_old.get(new, -1) != freed[new]:
                 i = index.find(old, new, None if plain else legal(old, new))
                 if i is not None:
                     return [(i, old, new)]
     for source in donors:
-        targets = {b for b in order if _improves(usage, source, b)}
+        targets = {b for b in order if _improves(usage, source, b, shift)}
         if not targets:
             continue
         parent: dict[int, tuple[int, int]] = {}
@@ -655,6 +718,7 @@ def settle(
     since: list[list[int]] | None = None,
     take_first: np.ndarray | None = None,
     probe: bool = False,
+    placement: Placement | None = None,
 ) -> None:
     """The finish every count-balancing strategy shares, in place.
 
@@ -665,7 +729,8 @@ def settle(
     (forced ones) then count for its A->B / B->A rule too. ``take_first``: a
     key per partition; the count moves take each donor's replicas lowest first. ``probe``: only
     whether it changes anything matters, so it stops at the first replica the count balancing moves (see
-    :func:`settles_as_it_is`).
+    :func:`settles_as_it_is`). ``placement``: the placement rules, which refills and count moves keep (their
+    caps held in the shares) and whose frozen partitions keep their leaders.
     """
     sizes = partitions["size_bytes"].to_numpy()
     matrix = replica_matrix(assignment)  # each layout listed as a matrix once (~1 ms per 10k partitions)
@@ -674,13 +739,25 @@ def settle(
     topics = topic_codes(partitions)
     live = None if since is None else replica_matrix(since)
     moved = None if live is None else topic_moves(live, assignment if evicted else matrix, topics)
-    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved)
+    may_use = None if placement is None else placement.may_move
+    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved, may_use)
     moved_count = balance_replica_counts(
-        assignment, view, sizes, topics, usage, live=since, take_first=take_first, probe=probe, live_matrix=live
+        assignment,
+        view,
+        sizes,
+        topics,
+        usage,
+        live=since,
+        take_first=take_first,
+        probe=probe,
+        live_matrix=live,
+        placement=placement,
     )
     if probe and moved_count:
         return
-    balance_leaders(assignment, view)
+    balance_leaders(
+        assignment, view, frozenset() if placement is None else frozenset(np.flatnonzero(placement.frozen).tolist())
+    )
 
 
 def settles_as_it_is(

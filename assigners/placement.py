@@ -264,8 +264,10 @@ def refill(
     since: list[list[int]] | None = None,
     topics: np.ndarray | None = None,
     moved: set[tuple[int, int, int]] | None = None,
+    may_use: Callable[[int, int], bool] | None = None,
 ) -> int:
     """Add the missing replicas of every partition on the emptiest legal broker; returns how many.
+
 
     Legal: eligible, not already a replica, room under the caps, and a new
     rack while the partition still needs one for the rack rule. "Emptiest"
@@ -275,7 +277,8 @@ def refill(
     of a move the plan already makes in the topic (a partition of a topic
     that left A for B, and another that leaves B for A: both could have
     stayed), the per-plan rule of Kafka's reassignment guidance. ``moved``: :func:`topic_moves` from
-    ``since`` to ``assignment``, where the caller has it.
+    ``since`` to ``assignment``, where the caller has it. ``may_use(i, b)``: may partition ``i`` use broker
+    ``b`` at all (the placement rules)?
     """
     view = usage.view
     ranked = sorted((usage.fullness(b), b) for b in view.eligible)  # kept sorted: a few dozen to hundreds
@@ -292,7 +295,8 @@ def refill(
         while len(replicas) < target:
             left = None if rule is None else [d for d in rule[1][i] if d not in replicas]  # live brokers it left
             avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
-            b = first_legal(ranked, i, replicas, target, usage, avoid, required[target])
+            choices = ranked if may_use is None else [e for e in ranked if may_use(i, e[1])]
+            b = first_legal(choices, i, replicas, target, usage, avoid, required[target])
             if b is None:
                 raise_no_room(i, replicas, usage)
             del ranked[bisect.bisect_left(ranked, (count[b] / weight_of[b], b))]

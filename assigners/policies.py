@@ -22,7 +22,10 @@ brokers that qualify.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -32,6 +35,7 @@ from assigners.model import PAD, ClusterView, Constraints, PlacementRule
 from assigners.placement import Usage, keep_valid
 
 NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
+UNION_SETS = 8  # distinct broker sets up to which placement_floor tries every union of them (2^8 - 1)
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,37 @@ class Placement:
     rule_of: np.ndarray  # per partition: the index of its rule, NO_RULE where none matches
     allowed: dict[int, frozenset[int]]  # per rule index: the eligible brokers its topics may use
     frozen: np.ndarray  # per partition: its topic's rule freezes it
+    caps: dict[int, int]  # per eligible broker: the most replicas the rules let it hold (replica_caps)
 
     def allowed_of(self, i: int) -> frozenset[int]:
         return self.allowed[int(self.rule_of[i])]
+
+    def may_move(self, i: int, new: int) -> bool:
+        """May a replica of partition ``i`` move onto broker ``new`` (not frozen, and allowed there)?"""
+        return not self.frozen[i] and new in self.allowed[int(self.rule_of[i])]
+
+    def movable_to(self, parts: np.ndarray, new: int) -> np.ndarray:
+        """:meth:`may_move` of many partitions at once."""
+        if new >= self._table.shape[1]:  # above every allowed broker id: allowed to none
+            return np.zeros(len(parts), dtype=bool)
+        ok: np.ndarray = ~self.frozen[parts] & self._table[:, new][self._codes[parts]]
+        return ok
+
+    @cached_property
+    def _codes(self) -> np.ndarray:
+        """Each partition's rule as a row of :meth:`_table`."""
+        rules = sorted(self.allowed)
+        return np.searchsorted(np.asarray(rules, dtype=np.int64), self.rule_of)
+
+    @cached_property
+    def _table(self) -> np.ndarray:
+        """Per rule (in index order) and broker id: may its topics use the broker?"""
+        rules = sorted(self.allowed)
+        span = max((max(a, default=0) for a in self.allowed.values()), default=0) + 1
+        table = np.zeros((len(rules), span + 1), dtype=bool)
+        for n, r in enumerate(rules):
+            table[n, sorted(self.allowed[r])] = True
+        return table
 
     def describe(self, r: int) -> str:
         """A rule as the errors and notes name it: its number in the config and its pattern."""
@@ -57,6 +89,116 @@ class Placement:
         if rule.tolerations:
             parts.append("tolerations " + ", ".join(rule.tolerations))
         return f"placement rule {r + 1} ({'; '.join(parts)})"
+
+
+def capped_shares(total: float, weight: dict[int, float], caps: dict[int, int]) -> dict[int, float]:
+    """``total`` shared by weight with no broker above its cap (water filling): each broker takes
+    min(cap, level x weight), the level set so the shares add up to ``total`` (or every cap, if less)."""
+    free = dict(weight)
+    shares: dict[int, float] = {}
+    left = float(total)
+    while free:
+        level = left / sum(free.values()) if sum(free.values()) > 0 else 0.0
+        full = [b for b, w in free.items() if caps[b] <= level * w]
+        if not full:
+            shares.update({b: level * w for b, w in free.items()})
+            break
+        for b in full:
+            shares[b] = float(caps[b])
+            left -= caps[b]
+            del free[b]
+    return shares
+
+
+def placement_shares(
+    view: ClusterView, rf: np.ndarray, rack_totals: dict[str, float], caps: dict[int, int]
+) -> tuple[dict[int, float], bool]:
+    """Each eligible broker's share of the replicas under the placement rules' ``caps`` (water filling,
+    :func:`capped_shares`), and whether the rack rule pins the racks' totals: then within each rack, of its
+    total (``rack_totals``: each partition has a replica in every rack, so a rack whose broker the rules
+    keep short has its other brokers take the rest), else of the cluster's.
+    """
+    weight = {b: view.weight_of[b] for b in view.eligible}
+    pinned = view.n_domains >= 2 and bool(((rf == view.n_domains) & (view.required_domains_each(rf) == rf)).all())
+    if not pinned:
+        return capped_shares(sum(rack_totals.values()), weight, caps), False
+    shares: dict[int, float] = {}
+    for rack, total in sorted(rack_totals.items()):
+        mine = {b: w for b, w in weight.items() if view.domain_of[b] == rack}
+        shares.update(capped_shares(total, mine, caps))
+    return shares, True
+
+
+def absorbable(
+    placement: Placement, leader: np.ndarray, follower: np.ndarray, current: list[list[int]], brokers: list[int]
+) -> np.ndarray:
+    """Per broker of ``brokers``, the most load the rules let it carry: a replica (leading, where that is more)
+    of each partition it may hold, and the frozen replicas it holds."""
+    most = np.maximum(leader, follower)
+    loose = ~placement.frozen
+    per_rule = {r: float(most[(placement.rule_of == r) & loose].sum()) for r in placement.allowed}
+    out = np.array([sum(a for r, a in per_rule.items() if b in placement.allowed[r]) for b in brokers], dtype=float)
+    slot = {b: n for n, b in enumerate(brokers)}
+    for i in np.flatnonzero(placement.frozen).tolist():
+        for n, b in enumerate(current[i]):
+            if b in slot:
+                out[slot[b]] += float(leader[i] if n == 0 else follower[i])
+    return out
+
+
+def water_floor(carried: float, capacity: np.ndarray, most: np.ndarray) -> float:
+    """The least peak load per unit of capacity when brokers of ``capacity`` share ``carried``, none above
+    ``most`` (what each may carry at all): those that cannot reach the level take all they can, the others
+    share the rest."""
+    full = np.zeros(len(capacity), dtype=bool)
+    while True:
+        room = float(capacity[~full].sum())
+        level = (carried - float(most[full].sum())) / room if room > 0 else math.inf
+        short = ~full & (most < level * capacity)
+        if not short.any():
+            return max(level, 0.0)
+        full |= short
+
+
+def placement_floor(
+    placement: Placement,
+    leader: np.ndarray,
+    follower: np.ndarray,
+    rf: np.ndarray,
+    capacity: dict[int, float],
+    current: list[list[int]],
+) -> tuple[list[int], float]:
+    """The brokers the rules confine the most load to per unit of ``capacity``, and that load (Hall's
+    condition: the partitions whose topics may use only brokers of a set ``T`` put all their replicas
+    there, and a frozen partition's stay where they are, so the most loaded broker of ``T`` carries at least
+    their load over ``T``'s capacity). ``T`` ranges over the unions of the rules' broker sets (each set
+    alone where there are more than :data:`UNION_SETS`) and each broker holding a frozen replica.
+    """
+    loose = ~placement.frozen
+    amount = leader + (rf - 1) * follower  # a partition's replicas in all, one of them leading
+    pinned: dict[int, float] = dict.fromkeys(capacity, 0.0)
+    for i in np.flatnonzero(placement.frozen).tolist():
+        for n, b in enumerate(current[i]):
+            if b in pinned:
+                pinned[b] += float(leader[i] if n == 0 else follower[i])
+    by_set: dict[frozenset[int], float] = {}
+    for r, brokers in placement.allowed.items():
+        by_set[brokers] = by_set.get(brokers, 0.0) + float(amount[(placement.rule_of == r) & loose].sum())
+    sets = sorted(by_set, key=sorted)
+    unions = (
+        {frozenset().union(*combo) for n in range(1, len(sets) + 1) for combo in itertools.combinations(sets, n)}
+        if len(sets) <= UNION_SETS
+        else set(sets)
+    )
+    unions |= {frozenset([b]) for b, load in pinned.items() if load > 0}
+    best: tuple[list[int], float] = ([], 0.0)
+    for brokers in sorted(unions, key=sorted):
+        room = sum(capacity[b] for b in brokers)
+        carried = sum(load for s, load in by_set.items() if s <= brokers) + sum(pinned[b] for b in brokers)
+        floor = carried / room if room > 0 else 0.0
+        if floor > best[1] * (1 + 1e-9):
+            best = sorted(brokers), floor
+    return best
 
 
 def resolve_placement(constraints: Constraints, partitions: pd.DataFrame, view: ClusterView) -> Placement | None:
@@ -72,7 +214,30 @@ def resolve_placement(constraints: Constraints, partitions: pd.DataFrame, view: 
     used = sorted(set(rule_of.tolist()))
     allowed = {r: _allowed(None if r == NO_RULE else rules[r], constraints, taints, view) for r in used}
     frozen = np.array([r != NO_RULE and rules[r].frozen for r in rule_of.tolist()], dtype=bool)
-    return Placement(rules, rule_of, allowed, frozen)
+    return Placement(rules, rule_of, allowed, frozen, _replica_caps(rule_of, allowed, frozen, partitions, view))
+
+
+def _replica_caps(
+    rule_of: np.ndarray,
+    allowed: dict[int, frozenset[int]],
+    frozen: np.ndarray,
+    partitions: pd.DataFrame,
+    view: ClusterView,
+) -> dict[int, int]:
+    """Per eligible broker, the most replicas it can hold under the rules: one per partition whose topic may
+    use it (a frozen partition only where it is live)."""
+    caps = dict.fromkeys(view.eligible, 0)
+    current = partitions["current"].tolist()
+    for r, brokers in allowed.items():
+        mine = rule_of == r
+        loose = int((mine & ~frozen).sum())
+        for b in brokers:
+            caps[b] += loose
+        for i in np.flatnonzero(mine & frozen).tolist():
+            for b in current[i]:
+                if b in brokers:
+                    caps[b] += 1
+    return caps
 
 
 def _allowed(

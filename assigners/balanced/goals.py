@@ -80,8 +80,12 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     hot = "" if heaviest is None else f"; its heaviest replica is {search.name(int(search.part[heaviest]))}"
     if search.forced(k):
         racks, floor = search.floors[k]
+        confined, by_rules = search.placement_floors[k]
+        reason = _rack_reason(search, racks)
+        if by_rules > floor:  # the placement rules force more than the racks
+            reason, floor = f"the placement rules confine load to brokers {', '.join(map(str, confined))}", by_rules
         reach = (
-            f"{resource.name} {OUT_OF_REACH}: {_rack_reason(search, racks)}, {floor / search.bounds[k]:.3f}x "
+            f"{resource.name} {OUT_OF_REACH}: {reason}, {floor / search.bounds[k]:.3f}x "
             f"the lower bound per unit of capacity"
         )
         held = f"{search.ratios[k]:g}x that ({search.target(k) / search.bounds[k]:.3f}x the bound)"
@@ -330,7 +334,8 @@ def count_notes(search: GoalSearch) -> list[str]:
         if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in search.in_racks(racks).tolist()):
             notes.append(f"replica count goal out of reach: {_rack_reason(search, racks)}; {where}")
         else:
-            notes.append(f"{what} count {NOT_MET}: {where}; racks, caps or pins leave no legal move")
+            rules = "racks, caps or pins" if search.placement is None else "racks, caps, pins or placement rules"
+            notes.append(f"{what} count {NOT_MET}: {where}; {rules} leave no legal move")
     return notes
 
 

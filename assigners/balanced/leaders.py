@@ -97,7 +97,10 @@ class _Walk:
         sizes = np.diff(search.first_row)
         leading = np.zeros(len(sizes), dtype=bool)
         leading[search.part[search.lead]] = True
-        self.parts = np.flatnonzero((sizes >= 2) & leading).tolist()  # a leader on an ineligible broker stays
+        movable = (sizes >= 2) & leading  # a leader on an ineligible broker stays, and a frozen partition's
+        if search.placement is not None:
+            movable &= ~search.placement.frozen
+        self.parts = np.flatnonzero(movable).tolist()
         self.rows = [list(search.rows_of(i)) for i in self.parts]
         self.row_on = [{int(search.slot[r]): r for r in rows} for rows in self.rows]  # per partition: slot -> row
         self.leader = [next(r for r in rows if search.lead[r]) for rows in self.rows]

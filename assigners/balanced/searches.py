@@ -28,6 +28,7 @@ from assigners.balanced.undo import undo_needless_moves
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, Constraints, topic_codes
 from assigners.placement import keep_valid_each, topic_moves
+from assigners.policies import enforce_placement, resolve_placement
 
 # a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
 Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
@@ -73,7 +74,7 @@ def settle_and_search(
             break
 
         def start(order: np.ndarray | None = order, reuse: bool = False) -> list[list[int]]:
-            return _counts_evened(partitions, view, order, kept if reuse else None)
+            return _counts_evened(partitions, view, order, options, kept if reuse else None)
 
         replicas = start(reuse=best is None)
         if small:
@@ -145,7 +146,7 @@ def _goal_first(
         reordered = [resources[first], *(r for k, r in enumerate(resources) if k != first)]
         seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
         for order in _count_orders(partitions, small=True)[:orders]:
-            replicas = _counts_evened(partitions, view, order)
+            replicas = _counts_evened(partitions, view, order, options)
             if (layout := tuple(map(tuple, replicas))) in seen:
                 continue
             seen.add(layout)
@@ -157,15 +158,33 @@ def _goal_first(
 
 
 def _counts_evened(
-    partitions: pd.DataFrame, view: ClusterView, order: np.ndarray | None, kept: list[list[int]] | None = None
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    order: np.ndarray | None,
+    options: Constraints,
+    kept: list[list[int]] | None = None,
 ) -> list[list[int]]:
     """A search's start: the legal part of the preferred layout (``kept`` when already built, used up), its
-    counts evened taking each donor's replicas in ``order`` (see :func:`_count_orders`)."""
+    counts evened taking each donor's replicas in ``order`` (see :func:`_count_orders`), the placement rules
+    kept (:func:`_placed`)."""
     replicas = kept
     if replicas is None:
         preferred = [list(r) for r in partitions["preferred"]]
         replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
-    settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order)
+        _placed(replicas, partitions, view, options)
+    placement = resolve_placement(options, partitions, view)
+    settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order, placement=placement)
+    return _placed(replicas, partitions, view, options)
+
+
+def _placed(
+    replicas: list[list[int]], partitions: pd.DataFrame, view: ClusterView, options: Constraints
+) -> list[list[int]]:
+    """``replicas`` with the placement rules kept (:func:`assigners.policies.enforce_placement`), in place:
+    the count balancing shared by every strategy does not know them, the goal search does."""
+    placement = resolve_placement(options, partitions, view)
+    if placement is not None:
+        enforce_placement(replicas, partitions, view, placement)
     return replicas
 
 
@@ -239,6 +258,7 @@ def _fewer_moves(
     live, rf = partitions["current"].tolist(), partitions["rf"].tolist()
     smallest = partitions["size_bytes"].to_numpy(dtype=float)
     key = _rank((replicas, reached), partitions, view, resources, options)
+    placement = resolve_placement(options, partitions, view)
     tries = 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # rebuilds already searched: the same search, no gain again
     while tries < RECREATES:
@@ -249,7 +269,8 @@ def _fewer_moves(
                 break
             tries += 1
             again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
-            settle(again, partitions, view, since=live, take_first=smallest)
+            settle(again, partitions, view, since=live, take_first=smallest, placement=placement)
+            _placed(again, partitions, view, options)
             layout = tuple(map(tuple, again))
             if layout in seen:
                 continue

@@ -10,6 +10,7 @@ against the live layout), and earlier goals accept a later goal's action
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -27,6 +28,16 @@ from assigners.model import (
     topic_codes,
 )
 from assigners.placement import Usage, may_replace, topic_move_counts
+from assigners.policies import (
+    absorbable,
+    capped_shares,
+    placement_floor,
+    placement_shares,
+    resolve_placement,
+    water_floor,
+)
+
+RACK_SUBSETS = 8  # racks up to which rack_floor tries every subset of them under the placement rules
 
 # One action: its steps, each (replica row, new broker slot, leads after, the replica changes broker).
 Change = tuple[tuple[int, int, bool, bool], ...]
@@ -114,6 +125,8 @@ class GoalSearch:
         self.rf = partitions["rf"].to_numpy(dtype=np.int64)
         self.required = view.required_domains_each(self.rf)  # racks each partition must span
         self.spans_every_rack = self.required >= view.n_domains
+        # the placement rules (assigners.policies): the brokers each partition may use, partitions never moved
+        self.placement = resolve_placement(options, partitions, view)
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
         matrix = replica_matrix(replicas)
         self.usage = Usage(replicas, self.sizes, view, matrix)
@@ -146,10 +159,7 @@ class GoalSearch:
         self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
-        self.share = [
-            self.count.sum() * self.weight / self.weight.sum(),
-            self.leaders.sum() * self.weight / self.weight.sum(),
-        ]
+        self.share = [self._shares(self.count.sum(), self.count), self._shares(self.leaders.sum())]
         # (topic, from, to) of the plan's moves as they stand, against the live layout (a partition's
         # moves are every pair of a broker it leaves and one it joins): never the reverse as well
         self.since = self.live if since is None else _Sets(since)
@@ -157,20 +167,51 @@ class GoalSearch:
         self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic, span)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self._start_caches(view)
-        self.actions = 0
-        # brokers a replica may move onto besides its live home (None: any); see strategy._onto_new_brokers
+        # brokers a replica may move onto besides its live home (None: any), see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
         self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
 
+    def _shares(self, total: float, replicas: np.ndarray | None = None) -> np.ndarray:
+        """Each broker slot's share of ``total`` (leaders; or ``replicas``, the counts per slot) by weight;
+        under the placement rules none above what the rules let it hold, and the replicas within their racks
+        where the rack rule pins the racks' totals (:func:`assigners.policies.placement_shares`)."""
+        if self.placement is None:
+            shares: np.ndarray = total * self.weight / self.weight.sum()
+            return shares
+        if replicas is None:
+            weight = dict(zip(self.broker_ids, self.weight.tolist()))
+            capped = capped_shares(float(total), weight, self.placement.caps)
+        else:
+            racks = np.bincount(self.rack_of, weights=replicas, minlength=len(self.racks)).tolist()
+            capped, _ = placement_shares(self.view, self.rf, dict(zip(self.racks, racks)), self.placement.caps)
+        return np.array([capped[b] for b in self.broker_ids], dtype=float)
+
     def _reachable(self, resources: list[Resource]) -> tuple[list[tuple[list[str], float]], list[float]]:
         """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
-        reachable bound: the larger of it and the goal's lower bound, which the goal's ratio applies to."""
+        reachable bound: the largest of it, the placement rules' floor (:attr:`placement_floors`) and the goal's
+        lower bound, which the goal's ratio applies to."""
         # a goal whose leaders carry what its followers do (disk, bytes in: one array for both) has no leader term
         floors = [
             self.rack_floor(r.follower, r.capacity, None if r.leader is r.follower else r.leader) for r in resources
         ]
-        return floors, [max(bound, floor) for bound, (_, floor) in zip(self.bounds, floors, strict=True)]
+        self.placement_floors: list[tuple[list[int], float]] = [
+            ([], 0.0)
+            if self.placement is None
+            else placement_floor(
+                self.placement,
+                np.asarray(r.leader, dtype=float),
+                np.asarray(r.follower, dtype=float),
+                self.rf,
+                dict(zip(self.broker_ids, np.asarray(r.capacity, dtype=float).tolist())),
+                self.live.lists,
+            )
+            for r in resources
+        ]
+        return floors, [
+            max(bound, floor, held)
+            for bound, (_, floor), (_, held) in zip(self.bounds, floors, self.placement_floors, strict=True)
+        ]
 
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
@@ -198,6 +239,7 @@ class GoalSearch:
         self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
+        self.actions = 0  # actions applied (apply)
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
         self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
 
@@ -376,24 +418,40 @@ class GoalSearch:
         """
         if len(self.racks) < 2:
             return [], 0.0
+        capacity = np.asarray(capacity, dtype=float)
         room_of = np.bincount(self.rack_of, weights=capacity, minlength=len(self.racks))
         smallest = sorted(range(len(self.racks)), key=lambda d: (room_of[d], d))  # ties: by name
         # what leading adds per partition, and the least leaders each broker holds (a leader term only)
         extra = None if leader is None else np.maximum(np.asarray(leader, dtype=float) - follower, 0.0)
         lead_low = None if extra is None else self._lowest_leader_counts()
+        most = None  # under the placement rules, what each broker may carry at all: a rack's others take the rest
+        if self.placement is not None:
+            most = absorbable(
+                self.placement, follower if leader is None else leader, follower, self.live.lists, self.broker_ids
+            )
         best: tuple[list[str], float] = ([], 0.0)
-        for k in range(1, len(smallest)):
-            need = np.maximum(self.required - (len(smallest) - k), 0)
-            room = float(room_of[smallest[:k]].sum())
+        for racks in self._rack_sets(smallest):
+            need = np.maximum(self.required - (len(smallest) - len(racks)), 0)
+            slots = np.isin(self.rack_of, racks)
             carried = float(need @ follower)
             if extra is not None and lead_low is not None:
-                leaders = min(int(lead_low[np.isin(self.rack_of, smallest[:k])].sum()), len(extra))
+                leaders = min(int(lead_low[slots].sum()), len(extra))
                 if leaders:  # the smallest ``leaders`` amounts, without sorting a million of them
                     carried += float(np.partition(extra, leaders - 1)[:leaders].sum())
+            room = float(room_of[racks].sum())
             floor = carried / room if room > 0 else 0.0
+            if most is not None:
+                floor = water_floor(carried, capacity[slots], most[slots])
             if floor > best[1] * (1 + 1e-9):
-                best = sorted(self.racks[d] for d in smallest[:k]), floor
+                best = sorted(self.racks[d] for d in racks), floor
         return best
+
+    def _rack_sets(self, smallest: list[int]) -> list[list[int]]:
+        """The sets of racks :meth:`rack_floor` tries: the ``k`` of least capacity, each ``k``; under the
+        placement rules (where a rack's brokers may not all take their share) every proper subset."""
+        if self.placement is None or len(smallest) > RACK_SUBSETS:
+            return [smallest[:k] for k in range(1, len(smallest))]
+        return [list(c) for k in range(1, len(smallest)) for c in itertools.combinations(sorted(smallest), k)]
 
     def _lowest_leader_counts(self) -> np.ndarray:
         """Per broker slot, the low end of its leader band (:meth:`band`), from the shares alone."""
@@ -422,6 +480,8 @@ class GoalSearch:
     def legal(self, change: Change) -> bool:
         """Counts, racks, caps, one move per replica and the topic rule for an option's steps."""
         if not any(step[3] for step in change):  # leadership only: no data moves, only leader counts change
+            if self.placement is not None and any(self.placement.frozen[self.part_of[row]] for row, *_ in change):
+                return False  # a frozen partition keeps its leader too
             deltas: dict[int, int] = {}
             for row, slot, lead, _ in change:
                 deltas[slot] = deltas.get(slot, 0) + int(lead) - int(self.lead[row])
@@ -475,6 +535,8 @@ class GoalSearch:
         """
         old, new = self.broker_ids[old_slot], self.broker_ids[new_slot]
         if self.landing is not None and new not in self.landing and new not in self.live[i]:
+            return False
+        if self.placement is not None and (self.placement.frozen[i] or new not in self.placement.allowed_of(i)):
             return False
         if new in reps:
             return False
@@ -565,6 +627,8 @@ class GoalSearch:
         for row, slot, _, _ in change:
             i, old, new = int(self.part[row]), int(self.brokers[self.slot[row]]), int(self.brokers[slot])
             if not may_replace(self.replicas[i], old, new, self.view) or not self.usage.room_for(i, new):
+                return False
+            if self.placement is not None and (self.placement.frozen[i] or new not in self.placement.allowed_of(i)):
                 return False
         return True
 

@@ -77,6 +77,7 @@ from assigners.model import (
     assignment_frame,
 )
 from assigners.placement import Usage, keep_valid_each
+from assigners.policies import enforce_placement, resolve_placement
 
 LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "load", "leader_bytes_in")  # in priority order; see _resources
 OWN_RATIOS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # load's threshold is the shared load_ratio
@@ -104,6 +105,9 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     resources = _resources(partitions, brokers, view)
     options = constraints
     replicas = keep_valid_each(preferred, rf, view, even_out=True)
+    placement = resolve_placement(options, partitions, view)
+    if placement is not None:  # what the rules forbid goes now (the frozen stay): the layout is not kept as it is
+        enforce_placement(replicas, partitions, view, placement)
     preferred_even, preferred_met, empty = False, [], frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
@@ -114,7 +118,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         frame = assignment_frame(topics, numbers, preferred)
         frame.attrs[SKIP_REASON] = f"within every balance threshold ({_thresholds(options)}): nothing to change"
         return frame
-    onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty else None
+    # a scale-out's donations do not know the placement rules: planned as any other layout there
+    onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty and placement is None else None
     if onto_new is not None:  # a scale-out: replicas land only on the new brokers, the goals as far as that goes
         replicas, (notes, met) = onto_new
         if not all(met):
