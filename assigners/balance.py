@@ -739,8 +739,8 @@ def settle(
     topics = topic_codes(partitions)
     live = None if since is None else replica_matrix(since)
     moved = None if live is None else topic_moves(live, assignment if evicted else matrix, topics)
-    may_use = None if placement is None else placement.may_move
-    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved, may_use)
+    allowed_of = None if placement is None else placement.allowed_of
+    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved, allowed_of)
     moved_count = balance_replica_counts(
         assignment,
         view,

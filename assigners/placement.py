@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -264,7 +264,7 @@ def refill(
     since: list[list[int]] | None = None,
     topics: np.ndarray | None = None,
     moved: set[tuple[int, int, int]] | None = None,
-    may_use: Callable[[int, int], bool] | None = None,
+    allowed_of: Callable[[int], Container[int]] | None = None,
 ) -> int:
     """Add the missing replicas of every partition on the emptiest legal broker; returns how many.
 
@@ -277,8 +277,8 @@ def refill(
     of a move the plan already makes in the topic (a partition of a topic
     that left A for B, and another that leaves B for A: both could have
     stayed), the per-plan rule of Kafka's reassignment guidance. ``moved``: :func:`topic_moves` from
-    ``since`` to ``assignment``, where the caller has it. ``may_use(i, b)``: may partition ``i`` use broker
-    ``b`` at all (the placement rules)?
+    ``since`` to ``assignment``, where the caller has it. ``allowed_of(i)``: the brokers partition ``i`` may
+    use at all (the placement rules).
     """
     view = usage.view
     ranked = sorted((usage.fullness(b), b) for b in view.eligible)  # kept sorted: a few dozen to hundreds
@@ -295,8 +295,8 @@ def refill(
         while len(replicas) < target:
             left = None if rule is None else [d for d in rule[1][i] if d not in replicas]  # live brokers it left
             avoid = _reverses(rule[0], rule[2][i], left) if left and rule is not None else None
-            choices = ranked if may_use is None else [e for e in ranked if may_use(i, e[1])]
-            b = first_legal(choices, i, replicas, target, usage, avoid, required[target])
+            usable = None if allowed_of is None else allowed_of(i)
+            b = first_legal(ranked, i, replicas, target, usage, avoid, required[target], usable)
             if b is None:
                 raise_no_room(i, replicas, usage)
             del ranked[bisect.bisect_left(ranked, (count[b] / weight_of[b], b))]
@@ -465,6 +465,7 @@ def first_legal(
     usage: Usage,
     avoid: Callable[[int], bool] | None = None,
     required: int | None = None,
+    usable: Container[int] | None = None,
 ) -> int | None:
     """Of the brokers ``ranked`` (``(key, broker)``, best first), the one to take the next replica of partition
     ``i`` (None: none may).
@@ -473,7 +474,7 @@ def first_legal(
     may still use one; else the first in a rack it uses where the rack rule
     still holds; those ``avoid`` names only when no other is legal. Takes
     from ``ranked`` only as far as it needs to. ``required``: ``view.required_domains(target)``, where the
-    caller keeps it.
+    caller keeps it; ``usable``: the only brokers it may take (the placement rules), where they apply.
     """
     view = usage.view
     domain_of = view.domain_of
@@ -485,6 +486,8 @@ def first_legal(
     fallback: int | None = None
     avoided: int | None = None
     for _, b in ranked:
+        if usable is not None and b not in usable:
+            continue  # the placement rules keep the partition off it
         new_rack = not prefers_new_rack or domain_of[b] not in used
         if not (new_rack or old_rack_ok):
             continue  # an old rack the rule cannot take: never chosen, so its rules need no asking (most brokers)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.errors import InsufficientBrokersError
-from assigners.model import PAD, ClusterView, Constraints, PlacementRule
+from assigners.model import PAD, ClusterView, Constraints, PlacementRule, replica_matrix
 from assigners.placement import Usage, keep_valid
 
 NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
@@ -61,6 +61,17 @@ class Placement:
             return np.zeros(len(parts), dtype=bool)
         ok: np.ndarray = ~self.frozen[parts] & self._table[:, new][self._codes[parts]]
         return ok
+
+    def breaks(self, matrix: np.ndarray) -> np.ndarray:
+        """Per partition (a replica matrix's rows): does it hold a replica on a broker its rule forbids?"""
+        cells = matrix != PAD
+        span = self._table.shape[1]
+        inside = cells & (matrix < span)
+        ok = np.zeros(matrix.shape, dtype=bool)
+        rows, cols = np.nonzero(inside)
+        ok[rows, cols] = self._table[self._codes[rows], matrix[rows, cols]]
+        bad: np.ndarray = (cells & ~ok).any(axis=1)
+        return bad
 
     @cached_property
     def _codes(self) -> np.ndarray:
@@ -291,14 +302,15 @@ def enforce_placement(
     usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view)
     moved_off: dict[tuple[int, int], int] = {}  # (rule, broker) -> replicas moved off it
     frozen_kept, forced = 0, set()
-    for i in range(len(rows)):
-        allowed = placement.allowed_of(i)
-        for b in current[i]:  # what the live layout breaks: the repairs the notes name
-            if b not in allowed and b in view.eligible_set:
+    live_breaks = placement.breaks(replica_matrix(current))
+    for i in np.flatnonzero(live_breaks).tolist():  # what the live layout breaks: the repairs the notes name
+        for b in current[i]:
+            if b not in placement.allowed_of(i) and b in view.eligible_set:
                 key = (int(placement.rule_of[i]), b)
                 moved_off[key] = moved_off.get(key, 0) + 1
-        frozen = bool(placement.frozen[i])
-        if not frozen and allowed.issuperset(rows[i]):
+    for i in np.flatnonzero(placement.breaks(replica_matrix(rows)) | placement.frozen).tolist():
+        allowed, frozen = placement.allowed_of(i), bool(placement.frozen[i])
+        if frozen and rows[i] == current[i] and _stays(current[i], rf[i], allowed, view):
             continue
         base = current[i] if frozen else rows[i]
         kept = keep_valid([b for b in base if b in allowed], rf[i], view)
@@ -371,16 +383,17 @@ def placement_violations(
     out = []
     current = partitions["current"].tolist()
     rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
-    names = partitions["topic"].astype(str) + "-" + partitions["partition"].astype(str)
-    for i, row in enumerate(matrix.tolist()):
-        reps = [b for b in row if b != PAD]
+    topics, numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
+    for i in np.flatnonzero(placement.breaks(matrix) | placement.frozen).tolist():  # the rest keep every rule
+        reps = [b for b in matrix[i].tolist() if b != PAD]
+        name = f"{topics[i]}-{numbers[i]}"
         allowed = placement.allowed_of(i)
         forbidden = [b for b in reps if b not in allowed]
         if forbidden:
             rule = placement.describe(int(placement.rule_of[i]))
-            out.append(f"{names.iat[i]}: replicas on brokers {forbidden} that {rule} forbids")
+            out.append(f"{name}: replicas on brokers {forbidden} that {rule} forbids")
         elif placement.frozen[i] and set(reps) != set(current[i]) and _stays(current[i], rf[i], allowed, view):
-            out.append(f"{names.iat[i]}: frozen, but moved from {list(current[i])} to {reps}")
+            out.append(f"{name}: frozen, but moved from {list(current[i])} to {reps}")
     return out
 
 

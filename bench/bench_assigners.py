@@ -24,8 +24,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from assigners import STRATEGIES, PlanRequest, plan_cluster  # noqa: E402
+from assigners import STRATEGIES, Constraints, PlanRequest, plan_cluster  # noqa: E402
 from assigners.balanced.goals import NOT_MET  # noqa: E402
+from assigners.model import PlacementRule  # noqa: E402
 
 
 def cluster(partitions: int, brokers: int, racks: int, seed: int = 11) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -99,6 +100,48 @@ def small(repeat: int) -> None:
         median = statistics.median(times[strategy])
         flag = "ok" if median <= 0.2 else "OVER"
         print(f"  {strategy:<16} median {median * 1000:7.0f} ms  {flag:<4}  {json.dumps(figures[strategy])}")
+
+
+def five_rules(brokers: pd.DataFrame) -> Constraints:
+    """Five placement rules on the 10k cluster, one of each kind: a broker set with a toleration (two
+    dedicated brokers), a frozen group, a second broker set (one cell), and two soft ones (a preferred cell,
+    leader racks) that the hard rules' layer passes over."""
+    ids = brokers["broker_id"].astype(int).tolist()
+    return Constraints(
+        broker_tags={b: {"tier": "ssd" if b % 2 or b >= 49 else "hdd", "cell": "a" if b <= 25 else "b"} for b in ids},
+        broker_taints={49: ("dedicated=payments",), 50: ("dedicated=payments",)},
+        placement=(
+            PlacementRule("topic-0000[0-9]", require_tags={"tier": "ssd"}, tolerations=("dedicated",)),
+            PlacementRule("topic-0001[0-9]", frozen=True),
+            PlacementRule("topic-0002[0-9]", require_tags={"cell": "a"}),
+            PlacementRule("topic-0003[0-9]", prefer_tags={"cell": "b"}, prefer_strength=0.7),
+            PlacementRule("topic-0004[0-9]", leader_racks=("r0", "r1")),
+        ),
+    )
+
+
+def with_rules(repeat: int) -> None:
+    """Every strategy on the 10k cluster with and without :func:`five_rules`, rounds interleaved."""
+    brokers, parts = cluster(10_000, 50, 5)
+    rules = five_rules(brokers)
+    print(f"\nthe 10k cluster with five placement rules (target <= 1.5x its time without); median of {repeat}")
+    for strategy in sorted(STRATEGIES):
+        times: dict[bool, list[float]] = {False: [], True: []}
+        results = {}
+        for _ in range(repeat):
+            for ruled in (False, True):
+                request = PlanRequest("bench", strategy, rules if ruled else Constraints(), allow_worse=True)
+                start = time.perf_counter()
+                results[ruled] = plan_cluster(brokers, parts, request)
+                times[ruled].append(time.perf_counter() - start)
+        plain, ruled_time = statistics.median(times[False]), statistics.median(times[True])
+        ratio = ruled_time / plain
+        m = results[True].metrics
+        figures = "" if m is None else f"moves {m.moves}, max_load/bound {m.max_load_after / m.load_lower_bound:.3f}"
+        print(
+            f"  {strategy:<16} {plain * 1000:6.0f} ms -> {ruled_time * 1000:6.0f} ms  {ratio:4.2f}x  "
+            f"{'ok' if ratio <= 1.5 else 'OVER':<4}  {results[True].status}, {figures}"
+        )
 
 
 def scenarios(repeat: int) -> None:
@@ -268,6 +311,7 @@ def main() -> int:
         return 0
     if not args.only_1m:
         small(args.repeat)
+        with_rules(3)
         shapes()
         scenarios(3)
         scenarios_10k(3)

@@ -228,6 +228,7 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
                 out.append((*key, 1, c, ((r, c, lead, True),)))
         rows, amounts = by_role[int(lead)]
         lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
+        rows, amounts, lighter = _onto(search, rows, amounts, lighter, top)
         if not lighter:
             continue
         best = _lowest_peaks(rows, amounts, lighter, mine, (top_load, top_cap, c_load, c_cap))
@@ -251,6 +252,17 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             else:
                 out.append((1.0, moves, moved / (top_load - new_peak), 2, s_row, swap))
     return out
+
+
+def _onto(
+    search: GoalSearch, rows: np.ndarray, amounts: np.ndarray, lighter: int, top: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Of the first ``lighter`` of ``rows`` (with their ``amounts``), those the placement rules let onto broker
+    slot ``top``, and how many (all of them, as they are, without the rules)."""
+    if search.placement is None:
+        return rows, amounts, lighter
+    may = search.placement.movable_to(search.part[rows[:lighter]], search.broker_ids[top])
+    return rows[:lighter][may], amounts[:lighter][may], int(may.sum())
 
 
 def _lowest_peaks(

@@ -113,7 +113,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     (racks, caps, counts, earlier goals) are checked down the sorted list
     until one passes, which is far cheaper than checking every option.
     """
-    mine = search.rows_on(top)
+    mine = movable(search, search.rows_on(top))
     mine = mine[search.amount(k, mine) > 0]
     if not len(mine):
         return False
@@ -233,7 +233,7 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     in stuck at 1.060x and 1.058x after 1.2 s of wider searches; screened,
     met in 0.35 s, +15 and +5 moves).
     """
-    mine = search.rows_on(top)
+    mine = movable(search, search.rows_on(top))
     mine = mine[search.amount(k, mine) > 0]
     if not len(mine):
         return False
@@ -256,6 +256,11 @@ def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> lis
     rows, amounts = search.by_role(k, c)[int(lead)]
     lighter = int(amounts.searchsorted(mine, "left"))
     rows, amounts = rows[:lighter], amounts[:lighter]
+    if (rules := search.placement) is not None:  # only swaps the placement rules allow both ways
+        if not rules.may_move(int(search.part[r]), search.broker_ids[c]):
+            return []
+        allowed = rules.movable_to(search.part[rows], search.broker_ids[top])
+        rows, amounts = rows[allowed], amounts[allowed]
     load, cap = search.load[k], search.capacity[k]
     delta = mine - amounts
     after_top, after_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
@@ -275,6 +280,14 @@ def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> lis
         if (key := option_key(search, k, top, c, float(after_top[n]), float(after_c[n]), cost)) is not None:
             out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
     return out
+
+
+def movable(search: GoalSearch, rows: np.ndarray) -> np.ndarray:
+    """``rows`` but those of frozen partitions (the placement rules): never a candidate to move."""
+    if search.placement is None:
+        return rows
+    kept: np.ndarray = rows[~search.placement.frozen[search.part[rows]]]
+    return kept
 
 
 def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:

@@ -181,7 +181,8 @@ def _placed(
     replicas: list[list[int]], partitions: pd.DataFrame, view: ClusterView, options: Constraints
 ) -> list[list[int]]:
     """``replicas`` with the placement rules kept (:func:`assigners.policies.enforce_placement`), in place:
-    the count balancing shared by every strategy does not know them, the goal search does."""
+    before the count balancing (which keeps them from there), and after it as a check that finds nothing
+    left to do."""
     placement = resolve_placement(options, partitions, view)
     if placement is not None:
         enforce_placement(replicas, partitions, view, placement)
