@@ -32,6 +32,9 @@ CORE0_RESERVE = 2
 SKIP_REASON = "skip_reason"
 # ... and may list, under this key, notes for people (goals it could not meet and why).
 NOTES = "notes"
+# ... and, under this key, why a plan that lowers the balance score is what was asked for (``balanced``'s offload
+# mode evens out only the brokers above its threshold): the planner commits it as if ``allow_worse`` were set.
+ASKED_FOR = "asked_for"
 
 # A strategy's assign function: (prepared brokers, prepared partitions, constraints, seed) -> assignment frame.
 Assign = Callable[[pd.DataFrame, pd.DataFrame, "Constraints", int], pd.DataFrame]
@@ -46,11 +49,12 @@ class StrategyOption:
 
     key: str
     field: str  # the Constraints field that carries it (its default is the option's default)
-    kind: type  # int or float
+    kind: type  # int, float, or str (one of ``choices``)
     minimum: float
     strict: bool = False  # the value must be above the minimum, not at it
     optional: bool = False  # may stay unset (None: off)
     legacy: str | None = None
+    choices: tuple[str, ...] = ()  # a str option's values
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,10 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
         (``disk.balance.threshold``, ``network.inbound.balance.threshold``,
         ...); None: the slack or ratio above (:meth:`balanced_slack`,
         :meth:`balanced_ratio`).
+    balanced_mode, balanced_offload_ratio
+        ``"balance"`` (the goals), or ``"offload"``: only brokers above
+        ``balanced_offload_ratio`` times a resource's bound give up replicas
+        (topicmappr's ``rebalance --storage-threshold``); None: the load ratio.
     """
 
     excluded_brokers: frozenset[int] = frozenset()
@@ -224,6 +232,8 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
     balanced_bytes_in_ratio: float | None = None
     balanced_bytes_out_ratio: float | None = None
     balanced_leader_bytes_in_ratio: float | None = None
+    balanced_mode: str = "balance"
+    balanced_offload_ratio: float | None = None
     preferred_leaders: Mapping[str, int] = field(default_factory=dict)
     anti_affinity_groups: tuple[tuple[str, ...], ...] = ()
     affinity_hints: tuple[tuple[str, ...], ...] = ()
@@ -252,6 +262,8 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             balanced_count_slack=int(raw.get("balanced_count_slack", cls.balanced_count_slack)),
             balanced_load_ratio=float(raw.get("balanced_load_ratio", cls.balanced_load_ratio)),
             **{name: raw[name] for name in BALANCED_GOAL_THRESHOLDS if raw.get(name) is not None},
+            balanced_mode=str(raw.get("balanced_mode", cls.balanced_mode)),
+            balanced_offload_ratio=raw.get("balanced_offload_ratio"),
             preferred_leaders={str(k): int(v) for k, v in raw.get("preferred_leaders", {}).items()},
             anti_affinity_groups=tuple(tuple(map(str, g)) for g in raw.get("anti_affinity_groups", ())),
             affinity_hints=tuple(tuple(map(str, g)) for g in raw.get("affinity_hints", ())),
@@ -297,6 +309,13 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             "balanced_load_ratio": self.balanced_load_ratio,
             # a goal's own threshold only where set: a config without them keeps its hash
             **{name: getattr(self, name) for name in BALANCED_GOAL_THRESHOLDS if getattr(self, name) is not None},
+            # offload mode only where chosen: a config without it keeps its hash
+            **({"balanced_mode": self.balanced_mode} if self.balanced_mode != "balance" else {}),
+            **(
+                {"balanced_offload_ratio": self.balanced_offload_ratio}
+                if self.balanced_offload_ratio is not None
+                else {}
+            ),
             "preferred_leaders": dict(sorted(self.preferred_leaders.items())),
             "anti_affinity_groups": [list(g) for g in self.anti_affinity_groups],
             "affinity_hints": [list(g) for g in self.affinity_hints],

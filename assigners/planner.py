@@ -23,6 +23,7 @@ from assigners.leadership import LeaderRules, apply_leader_rules
 from assigners.live import drifted, settle_in_flight, uneven_replication_factors
 from assigners.metrics import PlanMetrics, partition_load, plan_metrics
 from assigners.model import (
+    ASKED_FOR,
     NOTES,
     SKIP_REASON,
     ClusterView,
@@ -182,6 +183,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         notes.append(f"config names what this cluster lacks: {'; '.join(warnings)}")
     notes.extend(assignment.attrs.get(NOTES, []))
     skip_reason = assignment.attrs.get(SKIP_REASON)
+    asked_for = assignment.attrs.get(ASKED_FOR)
     if drift:
         notes.append(_drift_note(request, drift))
     live_breaks_placement = placement is not None and bool(
@@ -250,7 +252,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         metrics,
         epochs,
         in_plan,
-        request,
+        replace(request, allow_worse=True) if asked_for else request,
         forced=lambda: bool(
             drift
             or live_breaks_placement

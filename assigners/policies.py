@@ -35,6 +35,7 @@ from assigners.model import PAD, ClusterView, Constraints, PlacementRule, replic
 from assigners.placement import Usage, keep_valid
 
 NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
+LISTED = 6  # brokers a note lists per rule
 UNION_SETS = 8  # distinct broker sets up to which placement_floor tries every union of them (2^8 - 1)
 
 
@@ -327,8 +328,14 @@ def enforce_placement(
         rows[i] = new
     notes = []
     if moved_off:
+        by_rule: dict[int, list[str]] = {}
+        for (r, b), n in sorted(moved_off.items()):
+            by_rule.setdefault(r, []).append(f"{n} on broker {b}")
         listed = "; ".join(
-            f"{n} on broker {b} by {placement.describe(r)}" for (r, b), n in sorted(moved_off.items())[:5]
+            f"{placement.describe(r)}: "
+            + ", ".join(on[:LISTED])
+            + (f" and {len(on) - LISTED} more brokers" if len(on) > LISTED else "")
+            for r, on in by_rule.items()
         )
         total = sum(moved_off.values())
         notes.append(

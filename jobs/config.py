@@ -424,6 +424,11 @@ def _option(
     )
     assert key is not None
     default = getattr(Constraints(), option.field)
+    if option.kind is str:
+        value = _typed(table, key, str, default, prefix, source)
+        if value not in option.choices:
+            raise ConfigError(f"{source}: {prefix}{key} = {value!r}; expected one of {', '.join(option.choices)}")
+        return value
     if option.kind is int:
         value = _typed(table, key, int, default, prefix, source)
     else:

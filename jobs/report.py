@@ -104,6 +104,10 @@ def broker_figures(warehouse: Warehouse, run: pd.Series, constraints: Constraint
         out[f"{column}_after"] = after[column].reindex(out.index).fillna(0)
     out = out.reset_index().merge(brokers[["broker_id", "rack", "state"]], on="broker_id", how="left")
     out["rack"] = out["rack"].fillna(UNKNOWN_RACK)  # as Kafka gave it; a broker it did not list has none
+    # the placement rules' vocabulary, as the config gave it ("k=v;k=v", "" where none)
+    tags, taints = constraints.broker_tags, constraints.broker_taints
+    out["tags"] = [";".join(f"{k}={v}" for k, v in sorted(tags.get(int(b), {}).items())) for b in out["broker_id"]]
+    out["taints"] = [";".join(taints.get(int(b), ())) for b in out["broker_id"]]
     return out
 
 
@@ -282,11 +286,17 @@ def worst_brokers(brokers: pd.DataFrame, bound: float, eligible: bool = True) ->
     def rate(load: float) -> str:
         return f"{human_bytes(load)}/s" if bound else "-"
 
+    placed = (
+        {"tags": worst["tags"], "taints": worst["taints"]}
+        if "tags" in worst and (worst["tags"].astype(bool).any() or worst["taints"].astype(bool).any())
+        else {}
+    )
     return pd.DataFrame(
         {
             "broker": worst["broker_id"],
             "rack": worst["rack"].fillna(UNKNOWN_RACK),
             "state": worst["state"],
+            **placed,
             "replicas": [f"{int(b):,} → {int(a):,}" for b, a in zip(worst["replicas_before"], worst["replicas_after"])],
             "leaders": [f"{int(b):,} → {int(a):,}" for b, a in zip(worst["leaders_before"], worst["leaders_after"])],
             "load ÷ bound": [f"{ratio(b)} → {ratio(a)}" for b, a in zip(worst["load_before"], worst["load_after"])],

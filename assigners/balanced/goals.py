@@ -83,7 +83,7 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
         confined, by_rules = search.placement_floors[k]
         reason = _rack_reason(search, racks)
         if by_rules > floor:  # the placement rules force more than the racks
-            reason, floor = f"the placement rules confine load to brokers {', '.join(map(str, confined))}", by_rules
+            reason, floor = _placement_reason(search, confined), by_rules
         reach = (
             f"{resource.name} {OUT_OF_REACH}: {reason}, {floor / search.bounds[k]:.3f}x "
             f"the lower bound per unit of capacity"
@@ -350,6 +350,17 @@ def count_notes(search: GoalSearch) -> list[str]:
             rules = "racks, caps or pins" if search.placement is None else "racks, caps, pins or placement rules"
             notes.append(f"{what} count {NOT_MET}: {where}; {rules} leave no legal move")
     return notes
+
+
+def _placement_reason(search: GoalSearch, confined: list[int]) -> str:
+    """What the placement rules make the brokers ``confined`` hold, naming the fewer of them or the rest."""
+    rest = sorted(set(search.broker_ids) - set(confined))
+    if rest and len(rest) < len(confined):
+        noun, their = ("broker", "its") if len(rest) == 1 else ("brokers", "their")
+        return (
+            f"the placement rules keep {noun} {', '.join(map(str, rest))} short of {their} share, the others carry it"
+        )
+    return f"the placement rules confine load to brokers {', '.join(map(str, confined))}"
 
 
 def _rack_reason(search: GoalSearch, racks: list[str]) -> str:

@@ -65,9 +65,11 @@ import pandas as pd
 
 from assigners.balance import balance_leaders, settles_as_it_is
 from assigners.balanced.donate import donate, donation_amounts
+from assigners.balanced.offload import offload
 from assigners.balanced.searches import Plan, reach_goals, settle_and_search
 from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.model import (
+    ASKED_FOR,
     NOTES,
     SKIP_REASON,
     ClusterView,
@@ -75,8 +77,9 @@ from assigners.model import (
     Strategy,
     StrategyOption,
     assignment_frame,
+    topic_codes,
 )
-from assigners.placement import Usage, keep_valid_each
+from assigners.placement import Usage, evict_over_capacity, keep_valid_each, refill
 from assigners.policies import enforce_placement, resolve_placement
 
 LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "load", "leader_bytes_in")  # in priority order; see _resources
@@ -108,6 +111,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     placement = resolve_placement(options, partitions, view)
     if placement is not None:  # what the rules forbid goes now (the frozen stay): the layout is not kept as it is
         enforce_placement(replicas, partitions, view, placement)
+    if options.balanced_mode == "offload":
+        return _offloaded(replicas, partitions, view, resources, options)
     preferred_even, preferred_met, empty = False, [], frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
@@ -141,6 +146,33 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         return frame
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
+    return frame
+
+
+def _offloaded(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> pd.DataFrame:
+    """Offload mode (:mod:`assigners.balanced.offload`): the legal part of the preferred layout, the replicas
+    above a broker's cap off it and the missing ones on the emptiest legal brokers (forced), then only the
+    brokers above the offload threshold give."""
+    placement = resolve_placement(options, partitions, view)
+    usage = Usage(replicas, partitions["size_bytes"].to_numpy(), view)
+    evict_over_capacity(replicas, usage)
+    since = partitions["current"].tolist()
+    allowed_of = None if placement is None else placement.allowed_of
+    refill(replicas, partitions["rf"].to_numpy(), usage, since, topic_codes(partitions), None, allowed_of)
+    search = GoalSearch(replicas, partitions, view, resources, options)
+    ratio = options.balanced_offload_ratio or options.balanced_load_ratio
+    _, notes = offload(search, ratio)
+    frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+    if not notes and replicas == partitions["preferred"].tolist():
+        frame.attrs[SKIP_REASON] = f"offload: no broker above {ratio:g}x a goal's bound: nothing to offload"
+    frame.attrs[NOTES] = notes
+    frame.attrs[ASKED_FOR] = "offload mode"  # the brokers below the threshold keep their replicas, even if uneven
     return frame
 
 
@@ -241,5 +273,7 @@ STRATEGY = Strategy(
         StrategyOption("replica_slack", "balanced_replica_slack", int, 1, optional=True),
         StrategyOption("leader_slack", "balanced_leader_slack", int, 1, optional=True),
         *(StrategyOption(f"{goal}_ratio", f"balanced_{goal}_ratio", float, 1, optional=True) for goal in OWN_RATIOS),
+        StrategyOption("mode", "balanced_mode", str, 0, choices=("balance", "offload")),
+        StrategyOption("offload_ratio", "balanced_offload_ratio", float, 1, optional=True),
     ),
 )

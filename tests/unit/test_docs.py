@@ -103,7 +103,7 @@ OPTIONS = [(name, option) for name, s in sorted(STRATEGIES.items()) for option i
 @pytest.mark.parametrize(("name", "option"), OPTIONS, ids=[f"{n}.{o.key}" for n, o in OPTIONS])
 def test_every_strategy_option_parses_from_its_section_and_rejects_bad_values_by_key(name, option, tmp_path):
     config = tmp_path / "c.toml"
-    good = option.minimum + (2 if option.kind is int else 0.5)
+    good = option.choices[-1] if option.kind is str else option.minimum + (2 if option.kind is int else 0.5)
     config.write_text(f"[planner.{name}]\n{option.key} = {good!r}\n")
     assert getattr(load_config(str(config)).constraints, option.field) == good
     for bad in (option.minimum - 1, '"many"'):

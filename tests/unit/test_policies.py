@@ -9,6 +9,7 @@ a taint tolerated by "key=value" or by its bare key), not through
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -140,8 +141,9 @@ def test_a_frozen_topic_on_a_tainted_broker_moves_only_that_replica():
         assert list(planned[("frozen", 3)]) in ([1, 2], [1, 4]), strategy  # 6 is tainted
         assert 6 not in {b for r in planned.values() for b in r}, strategy
         assert (
-            "placement rules: 2 live replicas sit on brokers their topic may not use, moved off: 1 on broker 6 by "
-            'no placement rule (untainted brokers only); 1 on broker 6 by placement rule 1 (topics "frozen")'
+            "placement rules: 2 live replicas sit on brokers their topic may not use, moved off: "
+            "no placement rule (untainted brokers only): 1 on broker 6; "
+            'placement rule 1 (topics "frozen"): 1 on broker 6'
         ) in result.notes
 
 
@@ -183,3 +185,33 @@ def test_no_rules_no_change(strategy):
     b = plan_cluster(brokers, parts, PlanRequest("c", strategy, inert, allow_worse=True))
     assert a.status == b.status
     assert a.planned.to_dict("records") == b.planned.to_dict("records")
+
+
+def demo_cluster(fleet: dict[str, pd.DataFrame], cluster: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One demo cluster's frames as the job hands them to the planner (throughput joined as rates)."""
+    brokers = fleet["brokers"][fleet["brokers"]["cluster_id"] == cluster].reset_index(drop=True)
+    rates = fleet["throughput"].rename(columns={"bytes_in_per_sec": "bytes_in", "bytes_out_per_sec": "bytes_out"})
+    parts = fleet["partitions"][fleet["partitions"]["cluster_id"] == cluster].merge(
+        rates[["cluster_id", "topic", "partition", "bytes_in", "bytes_out"]], on=["cluster_id", "topic", "partition"]
+    )
+    return brokers, parts.assign(has_throughput=True)
+
+
+@pytest.mark.parametrize("cluster", ["cluster-1", "cluster-2", "cluster-3"])
+def test_the_shipped_policies_config_plans_every_demo_cluster_within_its_rules(cluster):
+    from jobs.config import load_config
+    from jobs.demo import generate_fleet
+
+    config = load_config(Path(__file__).resolve().parents[2] / "conf" / "policies.toml")
+    constraints = config.for_cluster(cluster).constraints
+    brokers, parts = demo_cluster(generate_fleet(), cluster)
+    result = plan_cluster(brokers, parts, PlanRequest(cluster, "balanced", constraints))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    assert_valid(brokers, parts, result.planned, constraints)
+    live = {(t, p): list(r) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])}
+    for t, p, reps in zip(result.planned["topic"], result.planned["partition"], result.planned["replicas"]):
+        assert set(reps) <= may_use(constraints, brokers, t), (t, p, list(reps))
+        was = live[(t, p)]
+        if re.fullmatch("topic-001[0-9]", t) and live_may_stay(constraints, brokers, t, was, len(was)):
+            assert set(reps) == set(was), (t, p)
+    assert any(n.startswith("placement rules: ") for n in result.notes), result.notes
