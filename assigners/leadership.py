@@ -32,7 +32,7 @@ import pandas as pd
 
 from assigners.balance import balance_leaders
 from assigners.errors import ConstraintViolationError
-from assigners.model import ClusterView, Constraints
+from assigners.model import DEFAULT_HINT_STRENGTH, ClusterView, Constraints
 from assigners.placement import Usage, may_replace
 
 
@@ -58,6 +58,7 @@ class LeaderRules:
     anti_groups: list[list[int]] = field(default_factory=list)
     hint_groups: list[list[int]] = field(default_factory=list)
     hint_names: list[str] = field(default_factory=list)
+    hint_hard: list[bool] = field(default_factory=list)  # per hint group: strength 1.0, a hard rule
     missing: list[str] = field(default_factory=list)  # "<config key> <ref>" of names not in this cluster
 
     @classmethod
@@ -87,11 +88,17 @@ class LeaderRules:
             members = sorted({i for ref in group for i in lookup(ref, "anti_affinity_groups")})
             if len(members) > 1:
                 rules.anti_groups.append(members)
-        for group in constraints.affinity_hints:
+        strengths = constraints.affinity_hint_strengths or (DEFAULT_HINT_STRENGTH,) * len(constraints.affinity_hints)
+        # the stronger first (stable: config order among equals), so they get the brokers; 0.0: ignored
+        for n in sorted(range(len(strengths)), key=lambda n: -strengths[n]):
+            if strengths[n] <= 0.0:
+                continue
+            group = constraints.affinity_hints[n]
             for name, members in _hint_groups(group, lambda ref: lookup(ref, "affinity_hints"), partitions):
                 if len(members) > 1:
                     rules.hint_groups.append(members)
                     rules.hint_names.append(name)
+                    rules.hint_hard.append(strengths[n] >= 1.0)
         return rules
 
     @property
@@ -142,7 +149,20 @@ def apply_leader_rules(
     if problems:
         raise ConstraintViolationError(f"{len(problems)} leadership rules cannot be met", table="config", rows=problems)
     # every anti-affinity member is fixed by now, so a hint can only break a rule through ``fixed``
-    unmet = [name for group, name in zip(rules.hint_groups, rules.hint_names) if not _colocate(group, fixed, placer)]
+    unmet: list[str] = []
+    hard: list[str] = []
+    for group, name, must in zip(rules.hint_groups, rules.hint_names, rules.hint_hard):
+        if _colocate(group, fixed, placer):
+            if must:  # a hard hint met stays met: its leaders are fixed for what follows
+                fixed.update({i: assignment[i][0] for i in group})
+        else:
+            (hard if must else unmet).append(name)
+    if hard:
+        raise ConstraintViolationError(
+            f"{len(hard)} affinity hints of strength 1.0 cannot be met (leaders on one broker: racks or caps)",
+            table="config",
+            rows=hard,
+        )
     if rebalance:
         balance_leaders(assignment, view, frozenset(fixed))
     return unmet, frozenset(fixed)

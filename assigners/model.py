@@ -140,6 +140,8 @@ class PlacementRule:
         )
 
 
+DEFAULT_HINT_STRENGTH = 0.5  # a plain affinity hint: soft, tried in config order among its equals
+
 # ``balanced``'s per-goal thresholds (Constraints fields; None: the shared slack or ratio)
 BALANCED_GOAL_THRESHOLDS = (
     "balanced_replica_slack",
@@ -181,6 +183,11 @@ class Constraints:
         Groups whose leaders should share a broker (soft): ``"topic:partition"``
         entries form one group; ``"topic"`` entries pair the topics partition
         by partition (co-partitioned streams). Unmet hints are reported.
+    affinity_hint_strengths
+        Each hint's strength (LaminarDB's affinity strength): 1.0 makes it a
+        hard rule the plan is validated against, 0.0 ignores it, and between
+        them the stronger hints are tried first; empty: every hint
+        :data:`DEFAULT_HINT_STRENGTH` (the plain list form of the config).
     max_moves, max_bytes_to_move
         Move budget against the baseline: only the most valuable optional
         moves are kept (:mod:`assigners.budget`); forced moves always happen.
@@ -237,6 +244,7 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
     preferred_leaders: Mapping[str, int] = field(default_factory=dict)
     anti_affinity_groups: tuple[tuple[str, ...], ...] = ()
     affinity_hints: tuple[tuple[str, ...], ...] = ()
+    affinity_hint_strengths: tuple[float, ...] = ()  # per hint (empty: every hint DEFAULT_HINT_STRENGTH)
     max_moves: int | None = None
     max_bytes_to_move: int | None = None
     assign_cores: bool = False
@@ -267,6 +275,7 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             preferred_leaders={str(k): int(v) for k, v in raw.get("preferred_leaders", {}).items()},
             anti_affinity_groups=tuple(tuple(map(str, g)) for g in raw.get("anti_affinity_groups", ())),
             affinity_hints=tuple(tuple(map(str, g)) for g in raw.get("affinity_hints", ())),
+            affinity_hint_strengths=tuple(float(s) for s in raw.get("affinity_hint_strengths", ())),
             max_moves=raw.get("max_moves"),
             max_bytes_to_move=raw.get("max_bytes_to_move"),
             assign_cores=bool(raw.get("assign_cores", False)),
@@ -319,6 +328,8 @@ balanced_bytes_out_ratio, balanced_leader_bytes_in_ratio
             "preferred_leaders": dict(sorted(self.preferred_leaders.items())),
             "anti_affinity_groups": [list(g) for g in self.anti_affinity_groups],
             "affinity_hints": [list(g) for g in self.affinity_hints],
+            # strengths only where one is given: a config of plain hints keeps its hash
+            **({"affinity_hint_strengths": list(self.affinity_hint_strengths)} if self.affinity_hint_strengths else {}),
             "max_moves": self.max_moves,
             "max_bytes_to_move": self.max_bytes_to_move,
             "assign_cores": self.assign_cores,

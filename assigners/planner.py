@@ -34,7 +34,14 @@ from assigners.model import (
     prepare_partitions,
     replica_matrix,
 )
-from assigners.policies import check_placement, enforce_placement, placement_violations, resolve_placement
+from assigners.policies import (
+    Placement,
+    check_placement,
+    enforce_placement,
+    placement_violations,
+    prefer_leader_racks,
+    resolve_placement,
+)
 from assigners.validate import (
     check_feasible,
     config_entries_not_in_cluster,
@@ -186,8 +193,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     asked_for = assignment.attrs.get(ASKED_FOR)
     if drift:
         notes.append(_drift_note(request, drift))
-    live_breaks_placement = placement is not None and bool(
-        placement_violations(replica_matrix(prepared["current"].tolist()), prepared, view, placement)
+    live_breaks_placement = placement is not None and (
+        bool(placement_violations(replica_matrix(prepared["current"].tolist()), prepared, view, placement))
+        or _leaders_to_prefer(prepared, view, placement)
     )
     if skip_reason and not rules.active and not drift and not live_breaks_placement:
         notes = [*notes, *_still_pending(prepared, request), skip_reason]
@@ -199,7 +207,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     placed: frozenset[int] = frozenset()
     if placement is not None:  # every strategy keeps the placement rules: repaired here, checked below
         placement_notes, placed = enforce_placement(rows, prepared, view, placement)
-        notes.extend(placement_notes)
+        notes.extend([*placement_notes, *prefer_leader_racks(rows, view, placement)[0]])
     extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
     target = replica_matrix(rows)
@@ -262,6 +270,13 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         drifted=bool(drift),
     )
     return PlanResult(status, planned[PLANNED_COLUMNS], metrics, notes=notes, warnings=warnings)
+
+
+def _leaders_to_prefer(prepared: pd.DataFrame, view: ClusterView, placement: Placement) -> bool:
+    """Would the rules' ``leader_racks`` pass a leadership of the live layout (so it is not kept as it is)?"""
+    live = [list(r) for r in prepared["current"]]
+    prefer_leader_racks(live, view, placement)
+    return bool(live != prepared["current"].tolist())
 
 
 def _read_snapshot(

@@ -382,6 +382,35 @@ def _refilled(
     return new
 
 
+def prefer_leader_racks(rows: list[list[int]], view: ClusterView, placement: Placement) -> tuple[list[str], int]:
+    """Each partition of a rule with ``leader_racks`` led from its replica in the first of those racks it has a
+    replica in (Redpanda's leader pinning); in place. A soft rule: it moves no data and passes over leader
+    counts (it ranks before them), a frozen partition keeps its leader, and the leader rules applied after it
+    (pins, anti-affinity, hints) win. Returns the notes and how many partitions have no replica in any of
+    their preferred racks (unmet)."""
+    changed, unmet = 0, 0
+    for r, rule in enumerate(placement.rules):
+        if not rule.leader_racks:
+            continue
+        rank = {rack: n for n, rack in enumerate(rule.leader_racks)}
+        for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist():
+            reps = rows[i]
+            ranked = sorted((rank[view.domain_of[b]], n) for n, b in enumerate(reps) if view.domain_of.get(b) in rank)
+            if not ranked:
+                unmet += 1
+                continue
+            best = ranked[0][1]
+            if best != 0:
+                reps.insert(0, reps.pop(best))
+                changed += 1
+    notes = []
+    if changed:
+        notes.append(f"leader_racks: {changed} leaderships passed to a replica in a preferred rack")
+    if unmet:
+        notes.append(f"leader_racks not met: {unmet} partitions have no replica in their preferred racks")
+    return notes, unmet
+
+
 def placement_violations(
     matrix: np.ndarray, partitions: pd.DataFrame, view: ClusterView, placement: Placement
 ) -> list[str]:

@@ -297,6 +297,10 @@ def _leader_rule_violations(leaders: np.ndarray, aligned: pd.DataFrame, rules: L
             if int(leaders[i]) in seen:
                 out.append(f"{name(i)} and {name(seen[int(leaders[i])])}: anti-affine, both led by {leaders[i]}")
             seen[int(leaders[i])] = i
+    for group, hint, must in zip(rules.hint_groups, rules.hint_names, rules.hint_hard):
+        if must and len({int(leaders[i]) for i in group}) > 1:
+            led = ", ".join(f"{name(i)} by {leaders[i]}" for i in group)
+            out.append(f"affinity hint {hint} (strength 1.0): leaders on more than one broker: {led}")
     return out
 
 

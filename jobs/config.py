@@ -21,7 +21,7 @@ from typing import Any
 
 from assigners import STRATEGIES, Constraints
 from assigners.leadership import parse_ref
-from assigners.model import CORE0_RESERVE, LoadWeights, PlacementRule, StrategyOption
+from assigners.model import CORE0_RESERVE, DEFAULT_HINT_STRENGTH, LoadWeights, PlacementRule, StrategyOption
 from assigners.waves import MOVE_ORDERS, WaveCaps
 from schemas import ALL_TABLES
 
@@ -281,7 +281,7 @@ def _constraints(raw: Mapping[str, Any], prefix: str, source: str = "config") ->
         max_partitions,
         preferred_leaders=_preferred_leaders(raw.get("preferred_leaders", {}), prefix, source),
         anti_affinity_groups=_groups(raw, "anti_affinity_groups", prefix, source),
-        affinity_hints=_groups(raw, "affinity_hints", prefix, source),
+        **_hints(raw, prefix, source),
         max_moves=_at_least(raw, "max_moves", 0, prefix, source),
         max_bytes_to_move=_at_least(raw, "max_bytes_to_move", 0, prefix, source),
         assign_cores=_typed(raw, "assign_cores", bool, False, f"{prefix}.", source),
@@ -395,6 +395,30 @@ def _groups(raw: Mapping[str, Any], key: str, prefix: str, source: str) -> tuple
             f'"topic:partition" names, got {groups!r}'
         )
     return tuple(tuple(g) for g in groups)
+
+
+def _hints(raw: Mapping[str, Any], prefix: str, source: str) -> dict[str, Any]:
+    """``affinity_hints``: groups as lists (strength DEFAULT_HINT_STRENGTH) or tables ``{ members = [...],
+    strength = 0.8 }``; the strengths only where a table gives one."""
+    entries = raw.get("affinity_hints", [])
+    if not isinstance(entries, list):
+        entries = [entries]  # refused below, naming the key
+    plain, strengths = [], []
+    for n, entry in enumerate(entries, start=1):
+        if isinstance(entry, dict):
+            _check_keys(entry, {"members", "strength"}, f"{prefix}.affinity_hints[{n}].", source)
+            strength = _number(entry, "strength", DEFAULT_HINT_STRENGTH, source, f"{prefix}.affinity_hints[{n}].")
+            if strength is None or not 0.0 <= strength <= 1.0:
+                raise ConfigError(f"{source}: {prefix}.affinity_hints[{n}].strength = {strength!r} must be in 0.0-1.0")
+            plain.append(entry.get("members"))
+            strengths.append(strength)
+        else:
+            plain.append(entry)
+            strengths.append(DEFAULT_HINT_STRENGTH)
+    groups = _groups({"affinity_hints": plain}, "affinity_hints", prefix, source)
+    if all(s == DEFAULT_HINT_STRENGTH for s in strengths):
+        return {"affinity_hints": groups}
+    return {"affinity_hints": groups, "affinity_hint_strengths": tuple(strengths)}
 
 
 def _strategy_options(planner: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -218,3 +218,24 @@ def test_placement_rules_parse_travel_to_the_workers_and_leave_other_configs_has
 def test_bad_placement_keys_name_the_key(constraints, fragment):
     with pytest.raises(ConfigError, match=fragment):
         parse_config({"constraints": constraints})
+
+
+def test_affinity_hints_take_a_strength_and_the_plain_form_keeps_its_meaning_and_hash():
+    plain = parse_config({"constraints": {"affinity_hints": [["orders", "payments"]]}})
+    assert plain.constraints.affinity_hints == (("orders", "payments"),)
+    assert plain.constraints.affinity_hint_strengths == ()  # every hint the default strength, hash unchanged
+    assert "affinity_hint_strengths" not in plain.constraints.to_dict()
+    mixed = parse_config(
+        {"constraints": {"affinity_hints": [["a", "b"], {"members": ["orders", "payments"], "strength": 1.0}]}}
+    )
+    assert mixed.constraints.affinity_hints == (("a", "b"), ("orders", "payments"))
+    assert mixed.constraints.affinity_hint_strengths == (0.5, 1.0)
+    assert Constraints.from_dict(mixed.constraints.to_dict()) == mixed.constraints
+    assert mixed.config_hash(["c"]) != plain.config_hash(["c"])
+    for bad, fragment in (
+        ({"members": ["a", "b"], "strength": 1.5}, r"affinity_hints\[1\].strength = 1.5 must be in 0.0-1.0"),
+        ({"members": ["a", "b"], "strenght": 1.0}, r"unknown key constraints.affinity_hints\[1\].strenght"),
+        ({"strength": 0.5}, "constraints.affinity_hints must be a list of groups"),
+    ):
+        with pytest.raises(ConfigError, match=fragment):
+            parse_config({"constraints": {"affinity_hints": [bad]}})

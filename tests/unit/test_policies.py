@@ -215,3 +215,21 @@ def test_the_shipped_policies_config_plans_every_demo_cluster_within_its_rules(c
         if re.fullmatch("topic-001[0-9]", t) and live_may_stay(constraints, brokers, t, was, len(was)):
             assert set(reps) == set(was), (t, p)
     assert any(n.startswith("placement rules: ") for n in result.notes), result.notes
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_leader_racks_lead_each_partition_from_its_first_preferred_rack_it_holds(strategy):
+    brokers = brokers_frame(list(range(1, 10)), [f"az{(b - 1) % 3 + 1}" for b in range(1, 10)])
+    reps = [[1, 2, 3], [2, 3, 4], [3, 4, 5], [5, 6, 7], [7, 8, 9], [1, 4, 7], [2, 5, 8]]
+    parts = partitions_frame(reps, ["pay"] * 7, list(range(7)))
+    rule = PlacementRule("pay", leader_racks=("az2", "az3"))
+    result = plan_cluster(brokers, parts, PlanRequest("c", strategy, Constraints(placement=(rule,)), allow_worse=True))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    rack = dict(zip(brokers["broker_id"], brokers["rack"]))
+    for reps_after in result.planned["replicas"]:
+        racks = [rack[b] for b in reps_after]
+        preferred = [r for r in ("az2", "az3") if r in racks]
+        if preferred:  # led from the first preferred rack it has a replica in
+            assert racks[0] == preferred[0], (strategy, list(reps_after))
+    unmet = [r for r in result.planned["replicas"] if not {"az2", "az3"} & {rack[b] for b in r}]
+    assert bool(unmet) == any(n.startswith("leader_racks not met") for n in result.notes)

@@ -126,6 +126,39 @@ def test_a_hint_against_hard_rules_is_reported_not_forced():
     assert any("1 affinity hints not met: t0:0 t0:1" in n for n in result.notes)
 
 
+def test_a_hint_of_strength_one_is_hard_and_one_of_strength_zero_is_ignored():
+    brokers, parts = spread_cluster()
+    pinned = {"t0:0": 1, "t0:1": 2}
+    hard = Constraints(preferred_leaders=pinned, affinity_hints=(("t0:0", "t0:1"),), affinity_hint_strengths=(1.0,))
+    result = plan("sticky", brokers, parts, hard)
+    assert result.status == FAILED
+    assert result.error.endswith(
+        "1 affinity hints of strength 1.0 cannot be met (leaders on one broker: racks or caps) (table config); "
+        "offending row: t0:0 t0:1"
+    )
+    ignored = Constraints(preferred_leaders=pinned, affinity_hints=(("t0:0", "t0:1"),), affinity_hint_strengths=(0.0,))
+    result = plan("sticky", brokers, parts, ignored)
+    assert result.status == COMMITTED and result.metrics.affinity_hints_unmet == 0
+    # met where nothing stands in the way, for every strategy, and its leaders stay together
+    for strategy in ALL:
+        together = Constraints(affinity_hints=(("t1", "t2"),), affinity_hint_strengths=(1.0,))
+        result = plan(strategy, brokers, parts, together)
+        assert result.status == COMMITTED, (strategy, result.error)
+        led = leaders(result.planned)
+        assert all(led[("t1", p)] == led[("t2", p)] for p in range(10)), strategy
+
+
+def test_the_stronger_of_two_conflicting_hints_wins():
+    # t0:0 may share a leader with t0:1 or with t0:2, not both (anti-affinity keeps t0:1 and t0:2 apart)
+    brokers, parts = spread_cluster()
+    base = dict(anti_affinity_groups=(("t0:1", "t0:2"),), affinity_hints=(("t0:0", "t0:1"), ("t0:0", "t0:2")))
+    for strengths, together in (((0.9, 0.4), ("t0", 1)), ((0.4, 0.9), ("t0", 2))):
+        result = plan("sticky", brokers, parts, Constraints(**base, affinity_hint_strengths=strengths))
+        assert result.status == COMMITTED, result.error
+        led = leaders(result.planned)
+        assert led[("t0", 0)] == led[together], strengths
+
+
 @pytest.mark.parametrize("strategy", ALL)
 @settings(max_examples=15, deadline=None)
 @given(cluster=random_clusters(), data=st.data())
