@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -48,6 +49,7 @@ class Placement:
     allowed: dict[int, frozenset[int]]  # per rule index: the eligible brokers its topics may use
     frozen: np.ndarray  # per partition: its topic's rule freezes it
     caps: dict[int, int]  # per eligible broker: the most replicas the rules let it hold (replica_caps)
+    preferred: dict[int, frozenset[int]] = field(default_factory=dict)  # per rule with soft prefer_tags
 
     def allowed_of(self, i: int) -> frozenset[int]:
         return self.allowed[int(self.rule_of[i])]
@@ -226,7 +228,17 @@ def resolve_placement(constraints: Constraints, partitions: pd.DataFrame, view: 
     used = sorted(set(rule_of.tolist()))
     allowed = {r: _allowed(None if r == NO_RULE else rules[r], constraints, taints, view) for r in used}
     frozen = np.array([r != NO_RULE and rules[r].frozen for r in rule_of.tolist()], dtype=bool)
-    return Placement(rules, rule_of, allowed, frozen, _replica_caps(rule_of, allowed, frozen, partitions, view))
+    caps = _replica_caps(rule_of, allowed, frozen, partitions, view)
+    preferred = {
+        r: frozenset(b for b in allowed[r] if _carries(constraints.broker_tags.get(b, {}), rules[r].prefer_tags))
+        for r in used
+        if r != NO_RULE and rules[r].prefer_tags and 0.0 < rules[r].prefer_strength < 1.0
+    }
+    return Placement(rules, rule_of, allowed, frozen, caps, preferred)
+
+
+def _carries(tags: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
+    return all(tags.get(k) == v for k, v in wanted.items())
 
 
 def _replica_caps(
@@ -255,8 +267,11 @@ def _replica_caps(
 def _allowed(
     rule: PlacementRule | None, constraints: Constraints, taints: dict[int, tuple[str, ...]], view: ClusterView
 ) -> frozenset[int]:
-    """The eligible brokers carrying every tag ``rule`` requires and whose every taint it tolerates."""
+    """The eligible brokers carrying every tag ``rule`` requires (and prefers at strength 1.0: a must) and
+    whose every taint it tolerates."""
     needs = dict(rule.require_tags) if rule else {}
+    if rule is not None and rule.prefer_strength >= 1.0:
+        needs |= dict(rule.prefer_tags)
     tolerates = set(rule.tolerations) if rule else set()
     out = []
     for b in view.eligible:

@@ -66,6 +66,7 @@ import pandas as pd
 from assigners.balance import balance_leaders, settles_as_it_is
 from assigners.balanced.donate import donate, donation_amounts
 from assigners.balanced.offload import offload
+from assigners.balanced.prefer import prefer_tagged
 from assigners.balanced.searches import Plan, reach_goals, settle_and_search
 from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.model import (
@@ -144,6 +145,9 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         frame = assignment_frame(topics, numbers, preferred)
         frame.attrs[NOTES] = [*notes, "no goal the layout misses can be met: it stays as it is"]
         return frame
+    if placement is not None and placement.preferred:  # the soft preferences, after the goals (they keep rank)
+        _, preferring = prefer_tagged(GoalSearch(replicas, partitions, view, resources, options))
+        notes = [*notes, *preferring]
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import PlacementRule
 from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+from tests.unit.scenarios import scenario
 
 # drawn per broker: most carry tier=ssd and no taint, so most drawn rules leave enough brokers to plan
 TAGS = ({"tier": "ssd"}, {"tier": "ssd", "cell": "a"}, {"tier": "ssd", "cell": "a"}, {"tier": "hdd"}, {})
@@ -233,3 +234,30 @@ def test_leader_racks_lead_each_partition_from_its_first_preferred_rack_it_holds
             assert racks[0] == preferred[0], (strategy, list(reps_after))
     unmet = [r for r in result.planned["replicas"] if not {"az2", "az3"} & {rack[b] for b in r}]
     assert bool(unmet) == any(n.startswith("leader_racks not met") for n in result.notes)
+
+
+def test_prefer_tags_moves_replicas_onto_preferred_brokers_where_every_goal_accepts_and_names_the_rest():
+    brokers, parts = scenario("drifted", 9, 90, seed=3)
+    preferred = {1, 2, 3, 4}  # cell a: brokers of every rack
+    tags = {b: {"cell": "a" if b in preferred else "b"} for b in brokers["broker_id"].astype(int)}
+    topic = sorted(set(parts["topic"]))[0]
+
+    def placed(constraints):
+        result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", constraints, allow_worse=True))
+        assert result.status == COMMITTED, (result.error, result.notes)
+        mine = [list(r) for t, r in zip(result.planned["topic"], result.planned["replicas"]) if t == topic]
+        return sum(b in preferred for r in mine for b in r), sum(len(r) for r in mine), result
+
+    plain, total, _ = placed(Constraints(broker_tags=tags))
+    rule = PlacementRule(topic, prefer_tags={"cell": "a"}, prefer_strength=0.7)
+    soft, _, result = placed(Constraints(broker_tags=tags, placement=(rule,)))
+    assert soft > plain, (soft, plain, total)
+    away = total - soft
+    noted = [n for n in result.notes if n.startswith("prefer_tags not met")]
+    assert (noted == []) == (away == 0) and (
+        not noted or noted[0].startswith(f"prefer_tags not met: {away} of {total}")
+    )
+    # at strength 1.0 it is a requirement: every replica of the topic on a cell-a broker
+    must = PlacementRule(topic, prefer_tags={"cell": "a"}, prefer_strength=1.0)
+    required, _, _ = placed(Constraints(broker_tags=tags, placement=(must,)))
+    assert required == total
