@@ -11,11 +11,14 @@ none). A frozen topic's replicas stay where they are (Cruise Control's
 ``topics.excluded.from.partition.movement``), except those on a broker the
 topic may not keep, which move with the fewest moves.
 
-Every strategy plans as it does; :func:`enforce_placement` then puts each
-replica a rule forbids on the allowed broker holding the fewest replicas
-per weight (keeping the rack rule and the caps) and resets frozen
-partitions, and :func:`placement_violations` is part of the plan's
-validation, as the rack rule is. A snapshot no plan can meet fails before
+``balanced`` plans within the rules (its search and count balancing ask
+:meth:`Placement.may_move`, its bands and bounds come from
+:func:`placement_shares` and :func:`placement_floor`); every other strategy
+plans as it does, and :func:`enforce_placement` then puts each replica a
+rule forbids on the allowed broker holding the fewest replicas per weight
+(keeping the rack rule and the caps) and resets frozen partitions.
+:func:`placement_violations` is part of every plan's validation, as the
+rack rule is. A snapshot no plan can meet fails before
 planning (:func:`check_placement`), naming the topic, the rule and the
 brokers that qualify.
 """
@@ -31,7 +34,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from assigners.errors import InsufficientBrokersError
+from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
 from assigners.model import PAD, ClusterView, Constraints, PlacementRule, replica_matrix
 from assigners.placement import Usage, keep_valid
 
@@ -335,7 +338,8 @@ def enforce_placement(
         else:
             forced.add(i)
         # keep_valid keeps the order: where the leader left, the next broker kept (or the first refill) leads
-        new = _refilled(i, kept, rows[i] if frozen else [], rf[i], allowed, view, usage, placement)
+        name = f"{partitions['topic'].iat[i]}-{partitions['partition'].iat[i]}"
+        new = _refilled(i, name, kept, rows[i] if frozen else [], rf[i], allowed, view, usage, placement)
         for b in set(rows[i]) - set(new):
             usage.remove(i, b)
         for b in set(new) - set(rows[i]):
@@ -364,6 +368,7 @@ def enforce_placement(
 
 def _refilled(
     i: int,
+    name: str,
     kept: list[int],
     planned: list[int],
     rf: int,
@@ -389,9 +394,11 @@ def _refilled(
             ranked = sorted(allowed, key=lambda b: (usage.fullness(b), b))
             choice = next((b for b in ranked if fits(b)), None)
         if choice is None:
-            raise InsufficientBrokersError(
-                f"no broker left for a replica of partition {i} under {placement.describe(int(placement.rule_of[i]))}",
+            rule = placement.describe(int(placement.rule_of[i]))
+            raise CapacityExhaustedError(
+                f"no allowed broker with room (racks, caps) is left for a replica under {rule}",
                 table="config",
+                rows=[f"{name} replicas={new}"],
             )
         new.append(choice)
     return new

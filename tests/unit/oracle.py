@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,7 +81,37 @@ def _hard_rules(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constra
     for b in eligible:
         if view.max_replicas.get(b, math.inf) < math.inf:
             model.add(sum(x[p, b] for p in range(n)) <= int(view.max_replicas[b]))
+    _placement_rules(model, x, lead, prepared, view, constraints)
     return _Model(model, x, lead, prepared, prepared_b, view)
+
+
+def _placement_rules(model, x, lead, prepared: pd.DataFrame, view: ClusterView, constraints: Constraints) -> None:
+    """The hard placement rules, read from their definitions (README "Placement rules"): the first rule whose
+    ``topics`` pattern matches the whole topic name applies; a replica only on a broker carrying every
+    required tag (and preferred tag at strength 1.0) whose every taint the rule tolerates ("key=value", or
+    "key" for any value; no rule tolerates nothing); a frozen partition keeps its live replicas and leader
+    where they all may stay."""
+    for p, (topic, live) in enumerate(zip(prepared["topic"], prepared["current"])):
+        rule = next((r for r in constraints.placement if re.fullmatch(r.topics, str(topic))), None)
+        needs = {} if rule is None else {**rule.require_tags, **(rule.prefer_tags if rule.prefer_strength >= 1 else {})}
+        tolerated = set() if rule is None else set(rule.tolerations)
+        allowed = []
+        for b in view.eligible:
+            tags, taints = constraints.broker_tags.get(b, {}), constraints.broker_taints.get(b, ())
+            if all(tags.get(k) == v for k, v in needs.items()) and all(
+                t in tolerated or t.split("=")[0] in tolerated for t in taints
+            ):
+                allowed.append(b)
+        for b in view.eligible:
+            if b not in allowed:
+                model.add(x[p, b] == 0)
+        live = list(live)
+        rf = int(prepared["rf"].iat[p])
+        spans = len({view.domain_of[b] for b in live if b in view.domain_of}) >= view.required_domains(rf)
+        if rule is not None and rule.frozen and set(live) <= set(allowed) and len(live) == rf and spans:
+            for b in live:
+                model.add(x[p, b] == 1)
+            model.add(lead[p, live[0]] == 1)
 
 
 def _count_bands(m: _Model, constraints: Constraints) -> list[tuple[dict, int, int, int]]:

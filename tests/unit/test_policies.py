@@ -261,3 +261,18 @@ def test_prefer_tags_moves_replicas_onto_preferred_brokers_where_every_goal_acce
     must = PlacementRule(topic, prefer_tags={"cell": "a"}, prefer_strength=1.0)
     required, _, _ = placed(Constraints(broker_tags=tags, placement=(must,)))
     assert required == total
+
+
+def test_allowed_brokers_without_room_fail_naming_the_partition_and_the_rule():
+    brokers = brokers_frame([1, 2, 3, 4], ["a", "b", "a", "b"]).assign(max_partitions=[2, 2, None, None])
+    parts = partitions_frame([[3, 4], [3, 4], [3, 4]], ["t"] * 3, [0, 1, 2])
+    constraints = Constraints(
+        broker_tags={1: {"tier": "ssd"}, 2: {"tier": "ssd"}},
+        placement=(PlacementRule("t", require_tags={"tier": "ssd"}),),
+    )
+    result = plan_cluster(brokers, parts, PlanRequest("c", "round_robin", constraints))
+    assert result.status == FAILED
+    assert result.error == (
+        "cluster c: capacity exhausted: no allowed broker with room (racks, caps) is left for a replica under "
+        'placement rule 1 (topics "t"; require_tags tier=ssd) (table config); offending row: t-1 replicas=[2]'
+    )
