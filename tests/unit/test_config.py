@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,18 @@ def test_shipped_configs_parse():
     assert local.strategy == "balanced" and local.warehouse == "warehouse"
     assert example.for_cluster("kafka-eu-1").constraints.excluded_brokers == frozenset({1007})
     assert example.for_cluster("other").constraints.excluded_brokers == frozenset()
+    policies = load_config(ROOT / "conf" / "policies.toml")
+    assert len(policies.constraints.placement) == 4 and policies.for_cluster("cluster-3").constraints.broker_taints
+
+
+def test_the_readme_placement_example_parses_with_one_rule_of_each_kind():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Placement rules") : readme.index("## Guarantees")]
+    block = section.split("```toml\n")[1].split("```")[0]
+    rules = parse_config(tomllib.loads(block)).constraints
+    kinds = [(bool(r.require_tags), r.frozen, bool(r.prefer_tags), bool(r.leader_racks)) for r in rules.placement]
+    assert sorted(kinds) == sorted(tuple(k == n for k in range(4)) for n in range(4)), kinds
+    assert rules.broker_taints and rules.broker_tags
 
 
 def test_cluster_overrides_merge_and_change_the_hash():
