@@ -34,6 +34,7 @@ from assigners.balance import balance_leaders
 from assigners.errors import ConstraintViolationError
 from assigners.model import DEFAULT_HINT_STRENGTH, ClusterView, Constraints
 from assigners.placement import Usage, may_replace
+from assigners.policies import Placement
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:
@@ -123,7 +124,12 @@ def _hint_groups(
 
 
 def apply_leader_rules(
-    assignment: list[list[int]], partitions: pd.DataFrame, view: ClusterView, rules: LeaderRules, rebalance: bool
+    assignment: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    rules: LeaderRules,
+    rebalance: bool,
+    placement: Placement | None = None,
 ) -> tuple[list[str], frozenset[int]]:
     """Enforce pins and anti-affinity, try the hints, in place.
 
@@ -134,7 +140,7 @@ def apply_leader_rules(
     """
     usage = Usage(assignment, partitions["size_bytes"].to_numpy(dtype=np.int64), view)
     names = [f"{t}-{p}" for t, p in zip(partitions["topic"], partitions["partition"])]
-    placer = _Placer(assignment, usage, view)
+    placer = _Placer(assignment, usage, view, placement)
     fixed: dict[int, int] = {}
     problems: list[str] = []
     for i, broker in sorted(rules.pins.items()):
@@ -171,8 +177,12 @@ def apply_leader_rules(
 class _Placer:
     """Makes a broker a partition's leader, replacing a follower when it holds no replica."""
 
-    def __init__(self, assignment: list[list[int]], usage: Usage, view: ClusterView) -> None:
-        self.assignment, self.usage, self.view = assignment, usage, view
+    def __init__(
+        self, assignment: list[list[int]], usage: Usage, view: ClusterView, placement: Placement | None = None
+    ) -> None:
+        """``placement``: the placement rules, which a replaced follower keeps (never a forbidden broker, never
+        a frozen partition's replicas)."""
+        self.assignment, self.usage, self.view, self.placement = assignment, usage, view, placement
         self.led = Counter(r[0] for r in assignment if r)
 
     def can_join(self, i: int, broker: int) -> int | None:
@@ -181,6 +191,8 @@ class _Placer:
         if broker in replicas:
             return replicas.index(broker)
         if broker not in view.eligible_set or not self.usage.room_for(i, broker) or not replicas:
+            return None
+        if self.placement is not None and not self.placement.may_move(i, broker):
             return None
         options = []
         for pos, old in enumerate(replicas):

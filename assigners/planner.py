@@ -208,7 +208,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     if placement is not None:  # every strategy keeps the placement rules: repaired here, checked below
         placement_notes, placed = enforce_placement(rows, prepared, view, placement)
         notes.extend([*placement_notes, *prefer_leader_racks(rows, view, placement)[0]])
-    extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed)
+    extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed, placement)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
     target = replica_matrix(rows)
     validate_plan(prepared, assignment, view, rules, target, placement)
@@ -414,6 +414,7 @@ def _apply_rules(
     strategy: str,
     notes: list[str],
     placed: frozenset[int] = frozenset(),
+    placement: Placement | None = None,
 ) -> dict[str, int]:
     """Leadership rules, then the move budget, on any strategy's plan; in place. ``placed``: partitions the
     placement rules changed (forced: the budget never defers them, and their leaders stay).
@@ -424,7 +425,7 @@ def _apply_rules(
     unmet: list[str] = []
     fixed: frozenset[int] = frozenset()
     if rules.active:
-        unmet, fixed = apply_leader_rules(rows, prepared, view, rules, rebalance)
+        unmet, fixed = apply_leader_rules(rows, prepared, view, rules, rebalance, placement)
         if unmet:
             notes.append(f"{len(unmet)} affinity hints not met: {'; '.join(unmet[:5])}")
     fixed = fixed | placed

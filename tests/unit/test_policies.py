@@ -35,7 +35,7 @@ def may_use(constraints: Constraints, brokers: pd.DataFrame, topic: str) -> set[
         if state != "active" or b in constraints.excluded_brokers:
             continue
         tags = constraints.broker_tags.get(b, {})
-        if rule is not None and any(tags.get(k) != v for k, v in rule.require_tags.items()):
+        if any(tags.get(k) != v for k, v in required_tags(rule).items()):
             continue
         tolerated = set(rule.tolerations) if rule else set()
         if all(t in tolerated or t.split("=")[0] in tolerated for t in constraints.broker_taints.get(b, ())):
@@ -67,14 +67,29 @@ def clusters_with_rules(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame, Co
                 require_tags=dict(draw(st.sampled_from([{}, {"tier": "ssd"}, {"cell": "a"}]))),
                 tolerations=draw(st.sampled_from([(), ("dedicated=payments",), ("maintenance",)])),
                 frozen=draw(st.booleans()),
+                prefer_tags=dict(draw(st.sampled_from([{}, {"cell": "a"}]))),
+                prefer_strength=draw(st.sampled_from([0.5, 1.0])),
+                leader_racks=draw(st.sampled_from([(), ("rack0", "rack1")])),
             )
         )
+    # a hint between two topics' partitions, hard or soft
+    topics = sorted(set(parts["topic"]))
+    hints = (tuple(topics[:2]),) if len(topics) > 1 and draw(st.booleans()) else ()
     constraints = Constraints(
         broker_tags={b: t for b, t in tags.items() if t},
         broker_taints={b: t for b, t in taints.items() if t},
         placement=tuple(rules),
+        affinity_hints=hints,
+        affinity_hint_strengths=tuple(draw(st.sampled_from([0.5, 1.0])) for _ in hints),
     )
     return brokers, parts, constraints
+
+
+def required_tags(rule: PlacementRule | None) -> dict[str, str]:
+    """What a rule requires: its ``require_tags``, and its ``prefer_tags`` at strength 1.0."""
+    if rule is None:
+        return {}
+    return {**rule.require_tags, **(rule.prefer_tags if rule.prefer_strength >= 1.0 else {})}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,12 +118,19 @@ def test_property_every_strategy_keeps_the_placement_rules(case, strategy):
         planned = result.planned
         assert_valid(brokers, parts, planned, constraints)
     live = {(t, p): list(r) for t, p, r in zip(parts["topic"], parts["partition"], parts["replicas"])}
+    leader = {}
     for t, p, reps in zip(planned["topic"], planned["partition"], planned["replicas"]):
         assert set(reps) <= may_use(constraints, brokers, t), (strategy, t, p, list(reps))
         rule = next((r for r in constraints.placement if re.fullmatch(r.topics, t)), None)
         rf = len(live[(t, p)])
         if rule is not None and rule.frozen and live_may_stay(constraints, brokers, t, live[(t, p)], rf):
             assert set(reps) == set(live[(t, p)]), (strategy, t, p, list(reps), live[(t, p)])
+        leader[(t, p)] = int(reps[0])
+    if constraints.affinity_hint_strengths == (1.0,):  # a hard hint: each partition number's leaders together
+        a, b = constraints.affinity_hints[0]
+        for (t, p), led in leader.items():
+            if t == a and (b, p) in leader:
+                assert leader[(b, p)] == led, (strategy, t, p)
 
 
 def test_a_rule_leaving_too_few_brokers_fails_naming_topic_rule_and_brokers():
@@ -276,3 +298,24 @@ def test_allowed_brokers_without_room_fail_naming_the_partition_and_the_rule():
         "cluster c: capacity exhausted: no allowed broker with room (racks, caps) is left for a replica under "
         'placement rule 1 (topics "t"; require_tags tier=ssd) (table config); offending row: t-1 replicas=[2]'
     )
+
+
+def test_leader_rules_never_bring_a_replica_onto_a_broker_its_topic_may_not_use():
+    # a hard hint pairs topic a (ssd brokers 1, 2 only) with topic b: b's leaders join a's brokers, never the
+    # other way round; a pin onto a forbidden broker fails as a pin that cannot join does
+    brokers = brokers_frame([1, 2, 3, 4], ["r1", "r2", "r1", "r2"])
+    parts = partitions_frame([[1, 2], [2, 1], [3, 4], [4, 3]], ["a", "a", "b", "b"], [0, 1, 0, 1])
+    rule = PlacementRule("a", require_tags={"tier": "ssd"})
+    tags = {1: {"tier": "ssd"}, 2: {"tier": "ssd"}}
+    hinted = Constraints(
+        broker_tags=tags, placement=(rule,), affinity_hints=(("a", "b"),), affinity_hint_strengths=(1.0,)
+    )
+    for strategy in sorted(STRATEGIES):
+        result = plan_cluster(brokers, parts, PlanRequest("c", strategy, hinted, allow_worse=True))
+        assert result.status == COMMITTED, (strategy, result.error)
+        planned = dict(zip(zip(result.planned["topic"], result.planned["partition"]), result.planned["replicas"]))
+        assert all(set(planned[("a", p)]) <= {1, 2} for p in (0, 1)), (strategy, planned)
+        assert all(planned[("a", p)][0] == planned[("b", p)][0] for p in (0, 1)), (strategy, planned)
+    pinned = Constraints(broker_tags=tags, placement=(rule,), preferred_leaders={"a:0": 3})
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", pinned))
+    assert result.status == FAILED and "a-0: pinned leader 3 cannot join" in result.error, result.error
