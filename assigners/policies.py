@@ -303,11 +303,15 @@ def check_placement(placement: Placement, partitions: pd.DataFrame, view: Cluste
         brokers = sorted(allowed)
         why = f" (the rack rule needs {needed})" if racks < needed else ""
         rows.append(
-            f"topic {topic}: {placement.describe(r)} leaves {len(brokers)} eligible brokers {brokers} in "
-            f"{racks} racks for replication factor {rf}{why}"
+            f"topic {topic}: {placement.describe(r)} leaves {_plural(len(brokers), 'eligible broker')} {brokers} "
+            f"in {_plural(racks, 'rack')} for replication factor {rf}{why}"
         )
     if rows:
         raise InsufficientBrokersError("placement rules leave too few brokers", table="config", rows=rows)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def enforce_placement(
