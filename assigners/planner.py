@@ -41,6 +41,7 @@ from assigners.policies import (
     placement_violations,
     prefer_leader_racks,
     resolve_placement,
+    with_broker_rules,
 )
 from assigners.validate import (
     check_feasible,
@@ -174,7 +175,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
         return PlanResult(SKIPPED, _empty_planned(), notes=["no partitions in the snapshot: nothing to plan"])
     partitions, notes, drift = _read_snapshot(brokers, partitions, request)
 
-    constraints = request.constraints
+    constraints = with_broker_rules(request.constraints, brokers)  # the brokers table's tags and taints too
     prepared_brokers = prepare_brokers(brokers, constraints)
     prepared = prepare_partitions(partitions, constraints)
     view = ClusterView.from_brokers(prepared_brokers, constraints)

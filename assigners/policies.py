@@ -28,13 +28,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
-from assigners.errors import CapacityExhaustedError, InsufficientBrokersError
+from assigners.errors import CapacityExhaustedError, InsufficientBrokersError, InvalidInputError
 from assigners.model import PAD, ClusterView, Constraints, PlacementRule, replica_matrix
 from assigners.placement import Usage, keep_valid
 
@@ -216,6 +216,37 @@ def placement_floor(
         if floor > best[1] * (1 + 1e-9):
             best = sorted(brokers), floor
     return best
+
+
+def with_broker_rules(constraints: Constraints, brokers: pd.DataFrame) -> Constraints:
+    """``constraints`` with the brokers table's ``tags`` and ``taints`` columns (``key=value;key=value``, a taint
+    may be a bare ``key``) for the brokers the config does not name: ``[constraints.broker_tags]`` and
+    ``[constraints.broker_taints]`` win per broker. Raises :class:`InvalidInputError` naming the rows of a
+    malformed cell."""
+    read: dict[str, dict[int, list[tuple[str, str]]]] = {"tags": {}, "taints": {}}
+    bad = []
+    for column, cells in read.items():
+        if column not in brokers:
+            continue
+        for b, cell in zip(brokers["broker_id"].tolist(), brokers[column].tolist()):
+            if not isinstance(cell, str) or not cell.strip():
+                continue
+            pairs = [(k.strip(), v.strip()) for k, _, v in (item.partition("=") for item in cell.split(";"))]
+            if any(not k or (column == "tags" and not v) for k, v in pairs):
+                bad.append(f"broker_id={int(b)} {column}={cell!r}")
+            cells[int(b)] = pairs
+    if bad:
+        why = 'tags and taints must read "key=value;key=value" (a taint may be a bare key)'
+        raise InvalidInputError(why, table="brokers", rows=bad)
+    if not read["tags"] and not read["taints"]:
+        return constraints
+    tags = {b: dict(pairs) for b, pairs in read["tags"].items()}
+    taints = {b: tuple(f"{k}={v}" if v else k for k, v in pairs) for b, pairs in read["taints"].items()}
+    return replace(
+        constraints,
+        broker_tags={**tags, **constraints.broker_tags},
+        broker_taints={**taints, **constraints.broker_taints},
+    )
 
 
 def resolve_placement(constraints: Constraints, partitions: pd.DataFrame, view: ClusterView) -> Placement | None:

@@ -91,6 +91,8 @@ def _cluster(
             "weight": None,
             "disk_capacity_bytes": None,
             "max_partitions": None,
+            "tags": None,
+            "taints": None,
         }
     )
     counts = _topic_partition_counts(rng, n_topics, n_partitions)

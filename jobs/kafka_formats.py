@@ -363,6 +363,8 @@ _BROKER_COLUMNS = {
     "weight": float,
     "disk_capacity_bytes": int,
     "max_partitions": int,
+    "tags": str,  # placement tags "key=value;key=value" (optional columns of the CSV)
+    "taints": str,
 }
 
 
@@ -435,6 +437,8 @@ def _brokers_csv(text: str, file: str) -> BrokersFile:
                 out[name] = _whole(raw, file, where, name)
             elif name in ("rack", "state"):
                 out[name] = None if raw in ("", "null") else raw
+            elif name in ("tags", "taints"):
+                out[name] = _pairs(raw, file, where, name)
             else:
                 out[name] = None if raw == "" else _csv_number(raw, kind, file, where, name)
         out["state"] = out["state"] or "active"
@@ -451,11 +455,26 @@ def _brokers_csv(text: str, file: str) -> BrokersFile:
     return BrokersFile(_broker_frame([r for _, r in rows]), "CSV")
 
 
+def _pairs(raw: str, file: str, where: str, name: str) -> str | None:
+    """A ``tags`` / ``taints`` cell, ``key=value;key=value`` (a taint may be a bare ``key``), as written to the
+    table (None where empty)."""
+    if raw in ("", "null"):
+        return None
+    for item in raw.split(";"):
+        key, _, value = item.partition("=")
+        if not key.strip() or (name == "tags" and not value.strip()):
+            form = "key=value;key=value" if name == "tags" else "key=value;key"
+            raise ImportFileError(file, where, f"{name}: expected {form}, found {raw!r}")
+    return raw
+
+
 def _broker_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(_BROKER_COLUMNS))
     for name in ("cores", "disk_capacity_bytes", "max_partitions"):
         frame[name] = frame[name].astype("Int64")
     frame["weight"] = frame["weight"].astype("float64")
+    for name in ("tags", "taints"):  # text or null, never NaN (a string column)
+        frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
     return frame.astype({"broker_id": "int64"})
 
 

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from assigners.metrics import broker_table
 from assigners.model import Constraints, prepare_brokers
+from assigners.policies import with_broker_rules
 from jobs.config import Config
 from jobs.units import human_bytes, human_ratio
 from jobs.warehouse import Warehouse
@@ -89,7 +90,9 @@ def broker_figures(warehouse: Warehouse, run: pd.Series, constraints: Constraint
             [*KEYS, "bytes_in", "bytes_out"]
         ]
     )
-    brokers = prepare_brokers(warehouse.snapshot("brokers", cid, snapshot_ts), constraints)
+    snapshot = warehouse.snapshot("brokers", cid, snapshot_ts)
+    constraints = with_broker_rules(constraints, snapshot)  # the table's tags and taints, under the config's
+    brokers = prepare_brokers(snapshot, constraints)
     plans = warehouse.committed("plans", run)[[*KEYS, "replicas"]]
 
     def table(assignment: pd.DataFrame) -> pd.DataFrame:

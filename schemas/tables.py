@@ -120,16 +120,30 @@ NOT_NULL = False
 
 BROKERS = TableSpec(
     "brokers",
-    _cols(
-        ("cluster_id", "string", NOT_NULL),
-        ("snapshot_ts", "timestamp", NOT_NULL, "when the snapshot was taken (UTC)"),
-        ("broker_id", "int", NOT_NULL),
-        ("rack", "string", True, "failure domain (rack / AZ)"),
-        ("state", "string", NOT_NULL, "active | draining | dead"),
-        ("cores", "int", True, "CPU cores; capacity weight when weight is null"),
-        ("weight", "double", True, "relative capacity (default: cores, else 1.0)"),
-        ("disk_capacity_bytes", "long", True, "hard cap on the sum of size_bytes of its replicas"),
-        ("max_partitions", "int", True, "hard cap on replicas on this broker"),
+    (
+        *_cols(
+            ("cluster_id", "string", NOT_NULL),
+            ("snapshot_ts", "timestamp", NOT_NULL, "when the snapshot was taken (UTC)"),
+            ("broker_id", "int", NOT_NULL),
+            ("rack", "string", True, "failure domain (rack / AZ)"),
+            ("state", "string", NOT_NULL, "active | draining | dead"),
+            ("cores", "int", True, "CPU cores; capacity weight when weight is null"),
+            ("weight", "double", True, "relative capacity (default: cores, else 1.0)"),
+            ("disk_capacity_bytes", "long", True, "hard cap on the sum of size_bytes of its replicas"),
+            ("max_partitions", "int", True, "hard cap on replicas on this broker"),
+        ),
+        Column(
+            "tags",
+            "string",
+            comment='placement tags "key=value;key=value" (null: none); [constraints.broker_tags] wins per broker',
+            optional=True,
+        ),
+        Column(
+            "taints",
+            "string",
+            comment='placement taints "key=value;key" (null: none); [constraints.broker_taints] wins per broker',
+            optional=True,
+        ),
     ),
 )
 

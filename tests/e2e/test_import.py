@@ -348,3 +348,25 @@ def test_issue_37_a_topics_file_cut_short_is_refused_with_exit_2_and_nothing_wri
     assert err.startswith(f"partition-planner: error: {paths['topics']}: ") and expected in err
     assert len(err.strip().splitlines()) == 1
     assert not any(Path(warehouse, name).exists() for name in ("brokers", "partitions", "throughput"))
+
+
+def test_broker_tags_from_an_imported_csv_place_a_topic_through_the_spark_job(spark, warehouse, tmp_path):
+    # the brokers CSV carries placement tags (a collector could write the same columns); a rule of the config
+    # requires one of them: the committed plan keeps that topic on the tagged brokers only
+    fleet = demo_fleet()
+    cluster = "cluster-1"
+    paths = write_files(tmp_path / "files", fleet, cluster)
+    brokers = of(fleet["brokers"], cluster)
+    ssd = {1, 2, 3, 4}  # one per rack at least (racks az1..az3)
+    tier = {int(b): "tier=ssd" if b in ssd else "tier=hdd" for b in brokers["broker_id"]}
+    cells = zip(brokers["broker_id"], brokers["rack"], brokers["state"])
+    rows = [f"{b},{rack or ''},{state},{tier[int(b)]}" for b, rack, state in cells]
+    Path(paths["brokers"]).write_text("broker_id,rack,state,tags\n" + "\n".join(rows) + "\n")
+    assert import_files(warehouse, cluster, paths) == 0
+    assert sorted(table(warehouse, "brokers")["tags"].dropna()) == sorted(tier.values())
+    config = tmp_path / "rules.toml"
+    config.write_text('[[constraints.placement]]\ntopics = "orders.*"\nrequire_tags = { tier = "ssd" }\n')
+    assert plan(warehouse, "--config", str(config), "--cluster", cluster) == 0
+    plans = table(warehouse, "plans")
+    orders = plans[plans["topic"].str.startswith("orders")]
+    assert len(orders) and all(set(r) <= ssd for r in orders["replicas"])

@@ -243,6 +243,14 @@ def test_brokers_csv_with_optional_columns():
     assert int(frame["disk_capacity_bytes"].iloc[1]) == 5_000_000_000
 
 
+def test_brokers_csv_with_placement_tags_and_taints():
+    text = "broker_id,rack,tags,taints\n1,az1,tier=ssd;cell=a,\n2,az2,,dedicated=payments;maintenance\n"
+    frame = parse_brokers(text, "brokers.csv").brokers
+    assert frame["tags"].tolist() == ["tier=ssd;cell=a", None]
+    assert frame["taints"].tolist() == [None, "dedicated=payments;maintenance"]
+    assert parse_brokers(API_VERSIONS_KAFKA4, "brokers.txt").brokers["tags"].tolist() == [None, None]
+
+
 def test_log_dirs_sizes_dirs_future_copies_and_failed_dirs():
     parsed = parse_log_dirs(LOG_DIRS, "log-dirs.json")
     assert parsed.replicas.values.tolist() == [
@@ -373,6 +381,10 @@ BAD_BROKERS = {
     "csv short row": ("broker_id,rack\n1,a\n2\n", "in.txt: line 3: expected 2 cells"),
     "csv non-integer id": ("broker_id,rack\nx,a\n", "in.txt: line 2: broker_id: expected a whole number, found 'x'"),
     "csv negative cores": ("broker_id,rack,cores\n1,a,-8\n", "in.txt: line 2: cores: expected a finite number >= 0"),
+    "csv bad tags": (
+        "broker_id,rack,tags\n1,a,tier\n",
+        "in.txt: line 2: tags: expected key=value;key=value, found 'tier'",
+    ),
 }
 
 

@@ -320,3 +320,26 @@ def test_leader_rules_never_bring_a_replica_onto_a_broker_its_topic_may_not_use(
     pinned = Constraints(broker_tags=tags, placement=(rule,), preferred_leaders={"a:0": 3})
     result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", pinned))
     assert result.status == FAILED and "a-0: pinned leader 3 cannot join" in result.error, result.error
+
+
+def test_the_brokers_tables_tags_and_taints_apply_under_the_configs():
+    # tags and taints may come with the brokers' snapshot (a collector, or import's CSV columns); the config's
+    # entries win per broker
+    brokers = brokers_frame([1, 2, 3, 4], ["a", "b", "a", "b"]).assign(
+        tags=["tier=ssd", "tier=ssd;cell=x", None, "tier=hdd"], taints=[None, None, "maintenance", None]
+    )
+    parts = partitions_frame([[3, 4], [3, 4], [1, 2]], ["pay", "pay", "logs"], [0, 1, 0])
+    rule = PlacementRule("pay", require_tags={"tier": "ssd"})
+    constraints = Constraints(broker_tags={4: {"tier": "ssd"}}, placement=(rule,))  # the config makes 4 ssd
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", constraints, allow_worse=True))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    for t, reps in zip(result.planned["topic"], result.planned["replicas"]):
+        assert 3 not in reps, (t, list(reps))  # tainted by the table: no topic tolerates it
+        if t == "pay":
+            assert set(reps) <= {1, 2, 4}, list(reps)
+    bad = brokers.assign(tags=["tier=ssd", "=ssd", None, None])
+    result = plan_cluster(bad, parts, PlanRequest("c", "balanced", constraints))
+    assert result.error == (
+        'cluster c: invalid input: tags and taints must read "key=value;key=value" (a taint may be a bare key) '
+        "(table brokers); offending row: broker_id=2 tags='=ssd'"
+    )
