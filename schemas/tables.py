@@ -118,6 +118,12 @@ def _metric(name: str, type_: str, comment: str = "") -> Column:
 
 NOT_NULL = False
 
+
+def _optional(name: str, kind: str, comment: str) -> Column:
+    """A column a newer release added: nullable, and read as null from tables written before it."""
+    return Column(name, kind, comment=comment, optional=True)
+
+
 BROKERS = TableSpec(
     "brokers",
     (
@@ -132,17 +138,15 @@ BROKERS = TableSpec(
             ("disk_capacity_bytes", "long", True, "hard cap on the sum of size_bytes of its replicas"),
             ("max_partitions", "int", True, "hard cap on replicas on this broker"),
         ),
-        Column(
+        _optional(
             "tags",
             "string",
-            comment='placement tags "key=value;key=value" (null: none); [constraints.broker_tags] wins per broker',
-            optional=True,
+            'placement tags "key=value;key=value" (null: none); [constraints.broker_tags] wins per broker',
         ),
-        Column(
+        _optional(
             "taints",
             "string",
-            comment='placement taints "key=value;key" (null: none); [constraints.broker_taints] wins per broker',
-            optional=True,
+            'placement taints "key=value;key" (null: none); [constraints.broker_taints] wins per broker',
         ),
     ),
 )
@@ -159,23 +163,20 @@ PARTITIONS = TableSpec(
             ("leader", "int", True, "current leader"),
             ("size_bytes", "long", True, "on-disk size of one replica"),
         ),
-        Column(
+        _optional(
             "log_dirs",
             "array<string>",
-            comment="log dir of each replica, aligned with replicas (null: unknown); written by import",
-            optional=True,
+            "log dir of each replica, aligned with replicas (null: unknown); written by import",
         ),
-        Column(
+        _optional(
             "adding_replicas",
             "array<int>",
-            comment="mid-reassignment (KIP-455): brokers being added, all among replicas; null when none",
-            optional=True,
+            "mid-reassignment (KIP-455): brokers being added, all among replicas; null when none",
         ),
-        Column(
+        _optional(
             "removing_replicas",
             "array<int>",
-            comment="mid-reassignment: brokers being removed, all among replicas; the target is replicas minus these",
-            optional=True,
+            "mid-reassignment: brokers being removed, all among replicas; the target is replicas minus these",
         ),
     ),
 )
