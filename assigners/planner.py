@@ -38,7 +38,6 @@ from assigners.policies import (
     Placement,
     check_placement,
     enforce_placement,
-    placement_violations,
     prefer_leader_racks,
     resolve_placement,
     with_broker_rules,
@@ -194,8 +193,9 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     asked_for = assignment.attrs.get(ASKED_FOR)
     if drift:
         notes.append(_drift_note(request, drift))
+    # the live layout never moves a frozen partition: only a forbidden broker, or a leader to prefer, makes it stale
     live_breaks_placement = placement is not None and (
-        bool(placement_violations(replica_matrix(prepared["current"].tolist()), prepared, view, placement))
+        bool(placement.breaks(replica_matrix(prepared["current"].tolist())).any())
         or _leaders_to_prefer(prepared, view, placement)
     )
     if skip_reason and not rules.active and not drift and not live_breaks_placement:
