@@ -28,7 +28,7 @@ from assigners.balanced.undo import undo_needless_moves
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, Constraints, topic_codes
 from assigners.placement import keep_valid_each, topic_moves
-from assigners.policies import enforce_placement, resolve_placement
+from assigners.policies import Placement, enforce_placement, resolve_placement
 
 # a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
 Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
@@ -168,22 +168,21 @@ def _counts_evened(
     counts evened taking each donor's replicas in ``order`` (see :func:`_count_orders`), the placement rules
     kept (:func:`_placed`)."""
     replicas = kept
+    placement = resolve_placement(options, partitions, view)  # once per start: the rules for every step below
     if replicas is None:
         preferred = [list(r) for r in partitions["preferred"]]
         replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
-        _placed(replicas, partitions, view, options)
-    placement = resolve_placement(options, partitions, view)
+        _placed(replicas, partitions, view, placement)
     settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order, placement=placement)
-    return _placed(replicas, partitions, view, options)
+    return _placed(replicas, partitions, view, placement)
 
 
 def _placed(
-    replicas: list[list[int]], partitions: pd.DataFrame, view: ClusterView, options: Constraints
+    replicas: list[list[int]], partitions: pd.DataFrame, view: ClusterView, placement: Placement | None
 ) -> list[list[int]]:
     """``replicas`` with the placement rules kept (:func:`assigners.policies.enforce_placement`), in place:
     before the count balancing (which keeps them from there), and after it as a check that finds nothing
     left to do."""
-    placement = resolve_placement(options, partitions, view)
     if placement is not None:
         enforce_placement(replicas, partitions, view, placement)
     return replicas
@@ -271,7 +270,7 @@ def _fewer_moves(
             tries += 1
             again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
             settle(again, partitions, view, since=live, take_first=smallest, placement=placement)
-            _placed(again, partitions, view, options)
+            _placed(again, partitions, view, placement)
             layout = tuple(map(tuple, again))
             if layout in seen:
                 continue
