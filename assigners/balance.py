@@ -7,7 +7,9 @@ brokers, the rack rule), so they can follow any strategy.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections import deque
 from collections.abc import Callable
 
@@ -420,19 +422,21 @@ def _borrow(bulk: _Bulk, usage: Usage, new: int, lenders: list[int], low: int) -
     """Replicas for ``new`` up to ``low`` from ``lenders``, spread evenly over those that hold any it may
     take (each lends at most an equal part of what is missing, in rounds until it is all lent or none is
     left); how many moved."""
+    assert bulk.rule.placement is not None
+    may_take = bulk.rule.placement.movable_to
+    offers = {old: bulk.cells(old) for old in lenders}  # those holding any replica the rules let it take
+    offers = {old: (rows, pos) for old, (rows, pos) in offers.items() if may_take(rows, new).any()}
     lent = 0
-    while (missing := low - usage.count[new]) > 0:
-        offers = {old: bulk.cells(old) for old in lenders}
-        offers = {old: cells for old, cells in offers.items() if len(bulk.legal(*cells, old, new))}
-        if not offers:
-            break
-        quota, before = -(-missing // len(offers)), lent
-        for old, (rows, pos) in offers.items():
-            lent += _give(bulk, rows, pos, old, new, min(quota, low - usage.count[new]), usage)
+    while (missing := low - usage.count[new]) > 0 and offers:
+        quota = -(-missing // len(offers))
+        for old, (rows, pos) in list(offers.items()):
+            asked = min(quota, low - usage.count[new])
+            given = _give(bulk, rows, pos, old, new, asked, usage)
+            if given < asked:
+                del offers[old]  # nothing more it may lend (the racks or the topic rule keep the rest)
+            lent += given
             if usage.count[new] >= low:
                 break
-        if lent == before:
-            break  # what may go, the topic rule keeps
     return lent
 
 
@@ -639,8 +643,12 @@ class _Bulk:
             return
         if self.rule.placement is None:
             self.moved[rows] = True
-        else:  # the rules' receivers need these partitions again (see _bulk_count_moves): masks kept true
-            self.masks[rows] = _other_domains(self.matrix[np.atleast_1d(rows)], self.bit)
+        elif isinstance(rows, int):  # the rules' receivers need these partitions again (_bulk_count_moves)
+            bits = [self.bit.get(b, 0) for b in self.assignment[rows]]
+            for p in range(len(bits)):
+                self.masks[rows, p] = functools.reduce(operator.or_, bits[:p] + bits[p + 1 :], 0)
+        else:
+            self.masks[rows] = _other_domains(self.matrix[rows], self.bit)
 
     def move(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
         """One partition's replica from ``old`` to ``new``: rule, lists, matrix and usage."""
