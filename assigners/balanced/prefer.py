@@ -54,13 +54,14 @@ def _swap_onto(search: GoalSearch, row: int, slots: list[int], rule: int) -> tup
     """One accepted swap of ``row`` onto a preferred broker of its rack (1, tries), else (0, tries)."""
     assert search.placement is not None
     here, lead = int(search.slot[row]), bool(search.lead[row])
-    i = int(search.part[row])
+    i, here_id = int(search.part[row]), search.broker_ids[here]
     tries = 0
     for c in sorted((s for s in slots if search.rack_of[s] == search.rack_of[here]), key=lambda s: search.count[s]):
-        if search.broker_ids[c] in search.replicas[i]:
-            continue
+        if search.broker_ids[c] in search.replicas[i] or not search.may_step(row, c):
+            continue  # no swap could send it there (the racks, the topic rule): its partners go untried
         others = search.rows_on(c)
-        others = others[search.placement.rule_of[search.part[others]] != rule]
+        parts = search.part[others]  # of another rule, and one the rules let onto ``here`` (or none are tried)
+        others = others[(search.placement.rule_of[parts] != rule) & search.placement.movable_to(parts, here_id)]
         # the same role first (leader counts stay), then the other (harmless keeps them in their bands)
         others = others[np.argsort(search.lead[others] != lead, kind="stable")]
         for other in others[:PARTNERS].tolist():
