@@ -14,60 +14,294 @@ which keep their rank.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pandas as pd
 
-from assigners.balanced.state import GoalSearch
+from assigners.balanced.goals import NOT_MET
+from assigners.balanced.searches import Plan, judged, reach_goals, settle_and_search
+from assigners.balanced.state import GoalSearch, Resource
+from assigners.errors import PlanningError
+from assigners.model import ClusterView, Constraints
+from assigners.policies import check_placement, enforce_placement, resolve_placement
 
-PARTNERS = 8  # replicas of each preferred broker tried per replica to place
-TRIES = 20_000  # swaps judged in all (a large cluster: the rest is noted, not searched)
+PARTNERS = 8  # replicas of each preferred broker tried per replica to place, on a large cluster (a small one: all)
+SMALL = 600  # replicas: a cluster this small tries every partner
+PASSES = 3  # passes over a rule's replicas while one still places some (a swap can open the way for another)
+TRIES = 20_000  # moves and swaps judged in all (a large cluster: the rest is noted, not searched)
 
 
-def prefer_tagged(search: GoalSearch) -> tuple[int, list[str]]:
-    """Swap replicas onto their rules' preferred brokers where every goal accepts; in place. Returns the swaps
-    made and a note per rule still short (how many of its replicas sit elsewhere)."""
+def search_preferring(
+    replicas: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+) -> Plan:
+    """:func:`settle_and_search`, first with the soft ``prefer_tags`` rules required: that plan where it meets
+    as many goals (in priority order) as the plan with them soft, which is then searched as well; the
+    goals judged by the rules as they are.
+
+    Soft swaps after the goals reach only what one harmless swap can:
+    where the goals sit at their thresholds, a replica onto its preferred
+    broker needs others moved around it, which the goal search does when the
+    preference is one of its rules (small clusters against the exact solver:
+    drifted/9/36/5, 7 of 12 replicas off their preferred brokers, the solver
+    0 with every threshold met).
+    """
+    required = _preferences_required(options)
+    if required is None:
+        return settle_and_search(replicas, partitions, view, resources, options)
+    strict = resolve_placement(required, partitions, view)
+    assert strict is not None
+    try:
+        check_placement(strict, partitions, view)
+    except PlanningError:  # too few preferred brokers for some partition: the preferences stay soft
+        return settle_and_search(replicas, partitions, view, resources, options)
+    kept = [list(r) for r in replicas]
+    enforce_placement(kept, partitions, view, strict)
+    preferring, _ = settle_and_search(kept, partitions, view, resources, required)
+    reached = judged(preferring, partitions, view, resources, options)
+    if all(_standing(reached)):
+        return preferring, reached
+    soft = settle_and_search(replicas, partitions, view, resources, options)
+    return (preferring, reached) if _standing(reached) >= _standing(soft[1]) else soft
+
+
+def _standing(reached: tuple[list[str], list[bool]]) -> list[bool]:
+    """The goals a plan meets in priority order (lists of bools compare so): the replica and leader counts in
+    their bands (as its notes say), then the load goals."""
+    notes, met = reached
+    counts = [not any(n.startswith(f"{what} count {NOT_MET}") for n in notes) for what in ("replicas", "leaders")]
+    return [*counts, *met]
+
+
+def _preferences_required(options: Constraints) -> Constraints | None:
+    """``options`` with every soft ``prefer_tags`` rule (strength above 0.0, below 1.0, not frozen) at strength
+    1.0, which makes it a requirement; None where there is none."""
+    rules = tuple(
+        replace(rule, prefer_strength=1.0)
+        if rule.prefer_tags and 0 < rule.prefer_strength < 1 and not rule.frozen
+        else rule
+        for rule in options.placement
+    )
+    return None if rules == options.placement else replace(options, placement=rules)
+
+
+def soft_rules(
+    plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+) -> Plan:
+    """The soft rules after the goals, which keep their rank: replicas onto their ``prefer_tags`` brokers
+    (:func:`prefer_tagged`), then into their ``leader_racks`` (:func:`into_leader_racks`, then on a small
+    cluster :func:`leader_racks_searched`); the plan with a note per ``prefer_tags`` rule still short."""
+    replicas, (notes, met) = plan
+    search = GoalSearch(replicas, partitions, view, resources, options)
+    prefer_tagged(search)
+    into_leader_racks(search)
+    if _lacking_leader_racks(search):
+        replicas, (notes, met) = leader_racks_searched((replicas, (notes, met)), partitions, view, resources, options)
+        search = GoalSearch(replicas, partitions, view, resources, options)
+    return replicas, ([*notes, *_prefer_notes(search)], met)
+
+
+def prefer_tagged(search: GoalSearch) -> int:
+    """Move or swap replicas onto their rules' preferred brokers where every goal accepts; in place. Returns
+    the changes made."""
     placement = search.placement
     if placement is None or not placement.preferred:
-        return 0, []
-    swaps, tries, notes = 0, 0, []
+        return 0
+    made, tries = 0, 0
+    partners = len(search.part) if len(search.part) <= SMALL else PARTNERS
     order = sorted(placement.preferred, key=lambda r: (-placement.rules[r].prefer_strength, r))
     for r in order:
         preferred = placement.preferred[r]
         slots = [s for s, b in enumerate(search.broker_ids) if b in preferred]
         mine = np.flatnonzero((placement.rule_of[search.part] == r) & ~placement.frozen[search.part])
-        for row in mine.tolist():
-            if search.broker_ids[int(search.slot[row])] in preferred or tries >= TRIES:
-                continue
-            made, tried = _swap_onto(search, row, slots, r)
-            swaps, tries = swaps + made, tries + tried
-        away = int(sum(search.broker_ids[int(search.slot[row])] not in preferred for row in mine.tolist()))
+        for _ in range(PASSES):
+            placed = 0
+            for row in mine.tolist():
+                if search.broker_ids[int(search.slot[row])] in preferred or tries >= TRIES:
+                    continue
+                done, tried = _place_onto(search, row, slots, r, partners)
+                placed, tries = placed + done, tries + tried
+            made += placed
+            if not placed:
+                break
+    return made
+
+
+def _prefer_away(search: GoalSearch) -> dict[int, tuple[int, int]]:
+    """Per soft ``prefer_tags`` rule: how many of its replicas (frozen ones aside) sit off its preferred
+    brokers, of how many."""
+    placement, out = search.placement, {}
+    if placement is None:
+        return {}
+    for r, preferred in placement.preferred.items():
+        mine = np.flatnonzero((placement.rule_of[search.part] == r) & ~placement.frozen[search.part])
+        away = sum(search.broker_ids[int(search.slot[row])] not in preferred for row in mine.tolist())
+        out[r] = (int(away), len(mine))
+    return out
+
+
+def _prefer_notes(search: GoalSearch) -> list[str]:
+    """A note per soft ``prefer_tags`` rule still short, the strongest first."""
+    assert search.placement is not None
+    rules, notes = search.placement.rules, []
+    for r, (away, total) in sorted(_prefer_away(search).items(), key=lambda kv: (-rules[kv[0]].prefer_strength, kv[0])):
         if away:
-            rule = placement.rules[r]
-            wanted = ", ".join(f"{k}={v}" for k, v in sorted(rule.prefer_tags.items()))
+            wanted = ", ".join(f"{k}={v}" for k, v in sorted(rules[r].prefer_tags.items()))
             notes.append(
-                f'prefer_tags not met: {away} of {len(mine)} replicas of topics "{rule.topics}" sit on brokers '
-                f"without {wanted} (strength {rule.prefer_strength:g}; no swap every goal accepts)"
+                f'prefer_tags not met: {away} of {total} replicas of topics "{rules[r].topics}" sit on brokers '
+                f"without {wanted} (strength {rules[r].prefer_strength:g}; no move or swap every goal accepts)"
             )
-    return swaps, notes
+    return notes
 
 
-def _swap_onto(search: GoalSearch, row: int, slots: list[int], rule: int) -> tuple[int, int]:
-    """One accepted swap of ``row`` onto a preferred broker of its rack (1, tries), else (0, tries)."""
+def _lacking_leader_racks(search: GoalSearch) -> int:
+    """How many partitions of a ``leader_racks`` rule have no replica in those racks."""
+    domain_of = search.view.domain_of
+    return sum(not any(domain_of[b] in racks for b in search.replicas[i]) for i, racks in search.leader_racks.items())
+
+
+def _place_onto(
+    search: GoalSearch,
+    row: int,
+    slots: list[int],
+    rule: int,
+    partners: int,
+    harmless: bool = True,
+    emptiest: int | None = None,
+) -> tuple[int, int]:
+    """One accepted move or swap of ``row`` onto one of ``slots`` (1, tries), else (0, tries); accepted: legal,
+    and (``harmless``) no goal pushed up (:meth:`GoalSearch.harmless`).
+
+    The brokers of its rack first (a replica changing racks keeps the
+    rack rule only where its partition has none in the new one), the
+    emptiest first (by replicas, or by goal ``emptiest``'s load); on each, the move alone (where the counts have room),
+    then swaps with replicas of other rules, the same role first (leader
+    counts stay), then those closest in size (the loads change least).
+    """
     assert search.placement is not None
     here, lead = int(search.slot[row]), bool(search.lead[row])
     i, here_id = int(search.part[row]), search.broker_ids[here]
+    size = search.row_amount[0][row]
     tries = 0
-    for c in sorted((s for s in slots if search.rack_of[s] == search.rack_of[here]), key=lambda s: search.count[s]):
+    fill = search.count if emptiest is None else search.load[emptiest]
+    ranked = sorted(slots, key=lambda s: (search.rack_of[s] != search.rack_of[here], fill[s], s))
+    for c in ranked:
         if search.broker_ids[c] in search.replicas[i] or not search.may_step(row, c):
-            continue  # no swap could send it there (the racks, the topic rule): its partners go untried
+            continue  # no move or swap could send it there (the racks, the topic rule): its partners go untried
+        tries += 1
+        alone = ((row, c, lead, True),)
+        if search.legal(alone) and (not harmless or search.harmless(alone)):
+            search.apply(alone)
+            return 1, tries
         others = search.rows_on(c)
         parts = search.part[others]  # of another rule, and one the rules let onto ``here`` (or none are tried)
-        others = others[(search.placement.rule_of[parts] != rule) & search.placement.movable_to(parts, here_id)]
-        # the same role first (leader counts stay), then the other (harmless keeps them in their bands)
-        others = others[np.argsort(search.lead[others] != lead, kind="stable")]
-        for other in others[:PARTNERS].tolist():
+        keep = (search.placement.rule_of[parts] != rule) & search.placement.movable_to(parts, here_id)
+        others = others[keep & ~_soft_kept(search, parts, c, here)]
+        closest = np.lexsort((others, np.abs(search.row_amount[0][others] - size), search.lead[others] != lead))
+        for other in others[closest[:partners]].tolist():
             tries += 1
             change = ((row, c, lead, True), (other, here, bool(search.lead[other]), True))
-            if search.legal(change) and search.harmless(change):
+            if search.legal(change) and (not harmless or search.harmless(change)):
                 search.apply(change)
                 return 1, tries
     return 0, tries
+
+
+def _soft_kept(search: GoalSearch, parts: np.ndarray, c: int, here: int) -> np.ndarray:
+    """Per partition of ``parts`` (their replicas on broker slot ``c``): would its replica leaving ``c`` for
+    ``here`` give up a soft rule it meets there (a preferred broker for one that is not, a leader rack for
+    a rack outside them)?"""
+    assert search.placement is not None
+    placement, out = search.placement, np.zeros(len(parts), dtype=bool)
+    c_id, here_id = search.broker_ids[c], search.broker_ids[here]
+    c_rack, here_rack = search.racks[search.rack_of[c]], search.racks[search.rack_of[here]]
+    for r in np.unique(placement.rule_of[parts]).tolist():
+        rule = placement.rules[r] if r >= 0 else None
+        preferred = placement.preferred.get(r, frozenset())
+        gives_up = c_id in preferred and here_id not in preferred
+        gives_up |= rule is not None and c_rack in rule.leader_racks and here_rack not in rule.leader_racks
+        if gives_up:
+            out |= placement.rule_of[parts] == r
+    return out
+
+
+def leader_racks_searched(
+    plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+) -> Plan:
+    """Where partitions of a ``leader_racks`` rule still have no replica in those racks once no harmless move
+    or swap is left (:func:`into_leader_racks`), on a small cluster: each given one by a move or swap the
+    rules allow (counts kept, loads not asked), then the goals searched again with those replicas kept in
+    the racks; that plan where it meets as many goals in priority order.
+
+    The exact solver places a replica in the leader racks for every
+    partition with every threshold met where the harmless swaps leave
+    some without (drifted, 10 brokers over 5 racks, 30 partitions: 1-4
+    left); its way there moves other replicas around them, which is what
+    the goal search does once they are placed and kept.
+    """
+    if int(partitions["rf"].sum()) > SMALL:
+        return plan
+    was = GoalSearch(plan[0], partitions, view, resources, options)
+    away = _prefer_away(was)
+    domain_of = view.domain_of
+    for i, racks in sorted(was.leader_racks.items()):  # one partition at a time: each kept where it may be
+        if any(domain_of[b] in racks for b in plan[0][i]):
+            continue
+        for emptiest in (None, *range(len(resources))):  # the brokers to fill first: by replicas, by each goal
+            trial = [list(r) for r in plan[0]]
+            if not into_leader_racks(GoalSearch(trial, partitions, view, resources, options), False, emptiest, i):
+                continue
+            again = reach_goals(trial, partitions, view, resources, options, keep_leader_racks=True)
+            placed = GoalSearch(trial, partitions, view, resources, options)
+            prefer_tagged(placed)  # the search may have moved some of them off their preferred brokers
+            if any(now > away[r][0] for r, (now, _) in _prefer_away(placed).items()):
+                continue  # a stronger soft rule gives way: not for this one
+            if _standing(again) >= _standing(plan[1]) and _lacking_leader_racks(placed) < _lacking_leader_racks(
+                GoalSearch(plan[0], partitions, view, resources, options)
+            ):
+                plan = trial, again
+                break
+    return plan
+
+
+def into_leader_racks(
+    search: GoalSearch, harmless: bool = True, emptiest: int | None = None, only: int | None = None
+) -> int:
+    """For each partition of a rule with ``leader_racks`` that has no replica in any of them, one accepted move
+    or swap of a replica into one (its leader first: it leads from there as it is; then a follower, which
+    the planner's ``leader_racks`` pass makes the leader); in place. Returns how many partitions it placed.
+
+    Redpanda pins leaders to racks; a partition with no replica in the
+    pinned racks can only be led from there after a move. The move keeps
+    the rack rule (the replica leaves a rack the partition then no longer
+    uses for one it did not use) and is taken only where every goal
+    accepts it (:meth:`GoalSearch.harmless`), as ``prefer_tags``' are.
+    Without ``harmless``: any legal one (the brokers filled first ``emptiest``, see :func:`_place_onto`);
+    ``only``: that partition alone.
+    """
+    placement = search.placement
+    if placement is None:
+        return 0
+    placed, tries = 0, 0
+    partners = len(search.part) if len(search.part) <= SMALL else PARTNERS
+    for r, rule in enumerate(placement.rules):
+        if not rule.leader_racks or rule.frozen:
+            continue
+        inside = [s for s in range(len(search.brokers)) if search.racks[search.rack_of[s]] in rule.leader_racks]
+        for i in np.flatnonzero(placement.rule_of == r).tolist():
+            rows = search.rows_of(i)
+            racks = {search.racks[search.rack_of[int(search.slot[row])]] for row in rows}
+            if tries >= TRIES or racks & set(rule.leader_racks) or only not in (None, i):
+                continue
+            for row in sorted(rows, key=lambda row: (not search.lead[row], row)):
+                # partners of the same rule stay: one may be its partition's only replica in the racks
+                done, tried = _place_onto(search, row, inside, r, partners, harmless, emptiest)
+                tries += tried
+                if done:
+                    placed += 1
+                    break
+    return placed

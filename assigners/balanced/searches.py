@@ -151,9 +151,9 @@ def _goal_first(
                 continue
             seen.add(layout)
             reach_goals(replicas, partitions, view, reordered, options)
-            judged = _judged(replicas, partitions, view, resources, options)
-            if (ranked := _rank((replicas, judged), partitions, view, resources, options)) > key:
-                best, key = (replicas, judged), ranked
+            reached = judged(replicas, partitions, view, resources, options)
+            if (ranked := _rank((replicas, reached), partitions, view, resources, options)) > key:
+                best, key = (replicas, reached), ranked
     return best
 
 
@@ -188,7 +188,7 @@ def _placed(
     return replicas
 
 
-def _judged(
+def judged(
     replicas: list[list[int]],
     partitions: pd.DataFrame,
     view: ClusterView,
@@ -481,16 +481,18 @@ def reach_goals(
     landing: frozenset[int] | None = None,
     widen: bool = False,
     since: list[list[int]] | None = None,
+    keep_leader_racks: bool = False,
 ) -> tuple[list[str], list[bool]]:
     """The load goals in turn, over again until a round changes nothing; in place.
 
     Each round starts a new pass: a replica the last one placed may move
     again (its move counts once against the live layout either way).
     ``landing``: the only brokers a replica may move onto, besides its live home; ``widen``: see
-    :func:`_search`. Returns the notes of the goals left unmet and which goals are met.
+    :func:`_search`; ``keep_leader_racks``: see :attr:`GoalSearch.keep_leader_racks`. Returns the notes of the
+    goals left unmet and which goals are met.
     """
     search = GoalSearch(replicas, partitions, view, resources, options, since)
-    search.landing, search.widen = landing, widen
+    search.landing, search.widen, search.keep_leader_racks = landing, widen, keep_leader_racks
     search.batch = 1 if int(partitions["rf"].sum()) <= SMALL else BATCH
     undone = None
     for _ in range(FIXPOINT_ROUNDS):

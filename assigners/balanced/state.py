@@ -29,6 +29,7 @@ from assigners.model import (
 )
 from assigners.placement import Usage, may_replace, topic_move_counts
 from assigners.policies import (
+    Placement,
     absorbable,
     capped_shares,
     placement_floor,
@@ -167,10 +168,18 @@ class GoalSearch:
         self.moved = topic_move_counts(matrix, live if since is None else replica_matrix(since), self.topic, span)
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self._start_caches(view)
+        self._default_modes()
+
+    def _default_modes(self) -> None:
+        """How the search runs, which its callers set: by default as any search."""
         # brokers a replica may move onto besides its live home (None: any), see strategy._onto_new_brokers
         self.landing: frozenset[int] | None = None
         self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
+        # per partition of a rule with leader_racks (not frozen), those racks: with keep_leader_racks, a replica
+        # there never leaves them while it is its partition's only one (prefer.leader_racks_searched)
+        self.keep_leader_racks = False
+        self.leader_racks = _leader_racks_of(self.placement)
 
     def _shares(self, total: float, replicas: np.ndarray | None = None) -> np.ndarray:
         """Each broker slot's share of ``total`` (leaders; or ``replicas``, the counts per slot) by weight;
@@ -541,6 +550,8 @@ class GoalSearch:
         if new in reps:
             return False
         domain_of = self.view.domain_of
+        if self.keep_leader_racks and self._leaves_leader_racks(i, old, new, reps):
+            return False
         after = [new if b == old else b for b in reps]
         if len({domain_of[b] for b in after}) < self._needs(len(reps)) or not self.usage.room_for(i, new):
             return False
@@ -630,7 +641,19 @@ class GoalSearch:
                 return False
             if self.placement is not None and (self.placement.frozen[i] or new not in self.placement.allowed_of(i)):
                 return False
+            if self.keep_leader_racks and self._leaves_leader_racks(i, old, new, self.replicas[i]):
+                return False
         return True
+
+    def _leaves_leader_racks(self, i: int, old: int, new: int, reps: list[int]) -> bool:
+        """Would partition ``i``'s replica moving from ``old`` to ``new`` take its only one in its leader racks
+        out of them?"""
+        racks = self.leader_racks.get(i)
+        if racks is None:
+            return False
+        domain_of = self.view.domain_of
+        inside = domain_of[old] in racks and domain_of[new] not in racks
+        return inside and sum(domain_of[b] in racks for b in reps) == 1
 
     def new_pass(self) -> None:
         """A replica the last pass placed may move again (see :meth:`may_go`)."""
@@ -781,4 +804,16 @@ def _with(values: np.ndarray, at: int, value: float) -> np.ndarray:
     """``np.insert(values, at, value)``, likewise."""
     out = np.empty(len(values) + 1, dtype=values.dtype)
     out[:at], out[at], out[at + 1 :] = values[:at], value, values[at:]
+    return out
+
+
+def _leader_racks_of(placement: Placement | None) -> dict[int, frozenset[str]]:
+    """Per partition of a placement rule with ``leader_racks`` (not frozen), those racks."""
+    if placement is None:
+        return {}
+    out = {}
+    for r, rule in enumerate(placement.rules):
+        if rule.leader_racks and not rule.frozen:
+            racks = frozenset(rule.leader_racks)
+            out.update(dict.fromkeys(np.flatnonzero(placement.rule_of == r).tolist(), racks))
     return out

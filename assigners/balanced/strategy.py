@@ -66,8 +66,8 @@ import pandas as pd
 from assigners.balance import balance_leaders, settles_as_it_is
 from assigners.balanced.donate import donate, donation_amounts
 from assigners.balanced.offload import offload
-from assigners.balanced.prefer import prefer_tagged
-from assigners.balanced.searches import Plan, reach_goals, settle_and_search
+from assigners.balanced.prefer import search_preferring, soft_rules
+from assigners.balanced.searches import Plan, reach_goals
 from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.model import (
     ASKED_FOR,
@@ -132,7 +132,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
             new = ", ".join(str(b) for b in sorted(empty))
             notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
-        replicas, (notes, met) = settle_and_search(replicas, partitions, view, resources, options)
+        replicas, (notes, met) = search_preferring(replicas, partitions, view, resources, options)
     gains = any(now and not before for before, now in zip(preferred_met, met))
     if preferred_met and not preferred_even and not gains:
         # counts the racks force off their bands, as far off in all as the plan's: as even as they go (a
@@ -145,9 +145,8 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         frame = assignment_frame(topics, numbers, preferred)
         frame.attrs[NOTES] = [*notes, "no goal the layout misses can be met: it stays as it is"]
         return frame
-    if placement is not None and placement.preferred:  # the soft preferences, after the goals (they keep rank)
-        _, preferring = prefer_tagged(GoalSearch(replicas, partitions, view, resources, options))
-        notes = [*notes, *preferring]
+    if placement is not None and (placement.preferred or any(rule.leader_racks for rule in placement.rules)):
+        replicas, (notes, met) = soft_rules((replicas, (notes, met)), partitions, view, resources, options)
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame

@@ -85,6 +85,11 @@ def _hard_rules(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constra
     return _Model(model, x, lead, prepared, prepared_b, view)
 
 
+def rule_of(topic: str, constraints: Constraints) -> int | None:
+    """The index of the first placement rule whose ``topics`` pattern matches the whole topic name."""
+    return next((n for n, r in enumerate(constraints.placement) if re.fullmatch(r.topics, str(topic))), None)
+
+
 def _placement_rules(model, x, lead, prepared: pd.DataFrame, view: ClusterView, constraints: Constraints) -> None:
     """The hard placement rules, read from their definitions (README "Placement rules"): the first rule whose
     ``topics`` pattern matches the whole topic name applies; a replica only on a broker carrying every
@@ -92,7 +97,8 @@ def _placement_rules(model, x, lead, prepared: pd.DataFrame, view: ClusterView, 
     "key" for any value; no rule tolerates nothing); a frozen partition keeps its live replicas and leader
     where they all may stay."""
     for p, (topic, live) in enumerate(zip(prepared["topic"], prepared["current"])):
-        rule = next((r for r in constraints.placement if re.fullmatch(r.topics, str(topic))), None)
+        n = rule_of(topic, constraints)
+        rule = None if n is None else constraints.placement[n]
         needs = {} if rule is None else {**rule.require_tags, **(rule.prefer_tags if rule.prefer_strength >= 1 else {})}
         tolerated = set() if rule is None else set(rule.tolerations)
         allowed = []
@@ -199,6 +205,69 @@ def best_loads(
         model.add(peak <= best)
         reached.append(best / bound_units)
     return reached or None
+
+
+@dataclass(frozen=True)
+class SoftBest:
+    """The soft placement rules at their best with every threshold met: per rule index, the fewest replicas
+    off its ``prefer_tags`` brokers, and the fewest partitions with no replica in its ``leader_racks`` (what
+    a plan's replicas decide: the planner then leads each partition from its first preferred rack it has a
+    replica in, a pass of its own that moves no data)."""
+
+    prefer: dict[int, int]
+    leader_racks: dict[int, int]
+
+
+def soft_goals(
+    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints, seconds: float = 5.0
+) -> SoftBest | None:
+    """Where the thresholds can all be met (:func:`fewest_moves`' model, its objective aside): the soft rules
+    as goals after them, in the planner's order (docs/placement.md), each solved to its best with the ones
+    before kept there: ``prefer_tags`` below strength 1.0 (0.0: ignored), the strongest rule first, then
+    ``leader_racks``, in rule order. None: the thresholds cannot all be met (or no plan found in time).
+
+    A time-limited solve gives its best plan found, so a figure may be
+    above the true optimum (flattering the plan compared), never below.
+    """
+    m = _hard_rules(brokers, parts, constraints)
+    model, x, n, eligible = m.model, m.x, len(m.prepared), m.view.eligible
+    for counted, b, low, high in _count_bands(m, constraints):
+        model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
+    for carried, limit in _load_goals(m, constraints):
+        model.add(carried <= limit)
+    _no_back_and_forth(model, x, m.prepared["topic"].tolist(), m.prepared["current"].tolist(), eligible)
+    rules = [rule_of(t, constraints) for t in m.prepared["topic"]]
+    goals = []  # (kind, rule index, count of what misses it)
+    for r in sorted(range(len(constraints.placement)), key=lambda r: -constraints.placement[r].prefer_strength):
+        rule = constraints.placement[r]
+        if rule.prefer_tags and 0 < rule.prefer_strength < 1:
+            tagged = [b for b in eligible if _carries(constraints.broker_tags.get(b, {}), rule.prefer_tags)]
+            off = [x[p, b] for p in range(n) if rules[p] == r for b in eligible if b not in tagged]
+            goals.append(("prefer", r, sum(off)))
+    for r, rule in enumerate(constraints.placement):
+        if rule.leader_racks and not rule.frozen:
+            missing = []
+            for p in (p for p in range(n) if rules[p] == r):
+                inside = [x[p, b] for b in eligible if m.view.domain_of[b] in rule.leader_racks]
+                none = model.new_bool_var("")
+                model.add(sum(inside) + none >= 1)  # none is 1 where no replica sits in the racks
+                missing.append(none)
+            goals.append(("leader_racks", r, sum(missing)))
+    best: dict[str, dict[int, int]] = {"prefer": {}, "leader_racks": {}}
+    for kind, r, misses in goals or [("", -1, 0)]:
+        model.minimize(misses)
+        solver = _solver(seconds)
+        if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        if kind:
+            reached = round(solver.objective_value)
+            model.add(misses <= reached)
+            best[kind][r] = reached
+    return SoftBest(best["prefer"], best["leader_racks"])
+
+
+def _carries(tags: dict[str, str], wanted: dict[str, str]) -> bool:
+    return all(tags.get(k) == v for k, v in wanted.items())
 
 
 def _solver(seconds: float) -> cp_model.CpSolver:
