@@ -120,10 +120,9 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         preferred_even, preferred_met = _settled(kept, partitions, view), kept.goals_met()
         empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
+    soft = placement is not None and bool(placement.preferred or any(rule.leader_racks for rule in placement.rules))
     if preferred_even and all(preferred_met):
-        frame = assignment_frame(topics, numbers, preferred)
-        frame.attrs[SKIP_REASON] = f"within every balance threshold ({_thresholds(options)}): nothing to change"
-        return frame
+        return _within_thresholds(preferred, partitions, view, resources, options, soft)
     # a scale-out's donations do not know the placement rules: planned as any other layout there
     onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty and placement is None else None
     if onto_new is not None:  # a scale-out: replicas land only on the new brokers, the goals as far as that goes
@@ -142,13 +141,54 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     if preferred_even and not gains:
         # what is out of reach stays so: moving replicas for a partial gain would only cost moves, and
         # re-planning the plan in force must move nothing (sticky keeps its load pass on the same rule)
+        stays = [*notes, "no goal the layout misses can be met: it stays as it is"]
+        if soft:  # but the soft rules may still gain, where every goal accepts
+            return _softened(preferred, partitions, view, resources, options, stays)
         frame = assignment_frame(topics, numbers, preferred)
-        frame.attrs[NOTES] = [*notes, "no goal the layout misses can be met: it stays as it is"]
+        frame.attrs[NOTES] = stays
         return frame
-    if placement is not None and (placement.preferred or any(rule.leader_racks for rule in placement.rules)):
+    if soft:
         replicas, (notes, met) = soft_rules((replicas, (notes, met)), partitions, view, resources, options)
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
+    return frame
+
+
+def _within_thresholds(
+    preferred: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    soft: bool,
+) -> pd.DataFrame:
+    """A layout within every threshold: kept as it is (a skip), but for the gains of the soft rules (``soft``:
+    there are some) that every goal accepts; they are goals too."""
+    if soft:
+        frame = _softened(preferred, partitions, view, resources, options, [])
+    else:
+        frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), preferred)
+    if frame["replicas"].map(list).tolist() == preferred:
+        gains = "; the soft rules gain nothing every goal accepts" if soft else ""
+        frame.attrs[SKIP_REASON] = f"within every balance threshold ({_thresholds(options)}): nothing to change{gains}"
+    return frame
+
+
+def _softened(
+    layout: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    notes: list[str],
+) -> pd.DataFrame:
+    """A copy of ``layout`` with the soft rules' gains that every goal accepts (:func:`soft_rules`), as a frame
+    whose notes are ``notes`` and those of the soft rules still short."""
+    replicas = [list(r) for r in layout]
+    search = GoalSearch(replicas, partitions, view, resources, options)
+    replicas, (soft_notes, _) = soft_rules((replicas, ([], search.goals_met())), partitions, view, resources, options)
+    frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
+    frame.attrs[NOTES] = [*notes, *soft_notes]
     return frame
 
 

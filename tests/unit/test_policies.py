@@ -9,6 +9,7 @@ a taint tolerated by "key=value" or by its bare key), not through
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import PlacementRule
-from tests.unit.clusters import assert_valid, brokers_frame, partitions_frame, random_clusters
+from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.oracle import SoftBest, rule_of, soft_goals
 from tests.unit.scenarios import scenario
 
@@ -428,3 +429,23 @@ def test_balanced_moves_a_replica_into_the_leader_rack_of_partitions_without_one
     # every other strategy only passes leaderships: the six stay outside and are counted
     sticky = plan_cluster(brokers, parts, PlanRequest("c", "sticky", constraints, allow_worse=True))
     assert "leader_racks not met: 6 partitions have no replica in their preferred racks" in sticky.notes
+
+
+def test_a_layout_within_every_threshold_still_gains_its_soft_rules_where_every_goal_accepts():
+    # a drifted cluster planned and executed without rules is within every threshold; a prefer_tags rule
+    # added then moves replicas onto the preferred brokers (before, the layout was kept as it is) with
+    # every goal still met, and replanning the executed plans converges (no moves left by the third)
+    brokers, parts = scenario("drifted", 9, 30, seed=38)
+    live = executed(parts, plan_cluster(brokers, parts, PlanRequest("c", "balanced", Constraints())).planned)
+    live = live[parts.columns]
+    constraints = cell_rules(brokers, live)
+    before = soft_misses(replace(constraints, placement=constraints.placement[:1]), brokers, live)[0][0]
+    moves = []
+    for _ in range(3):
+        result = plan_cluster(brokers, live, PlanRequest("c", "balanced", constraints))
+        assert result.status == COMMITTED, (result.error, result.notes)
+        assert not [n for n in result.notes if "goal not met" in n], result.notes
+        moves.append(result.metrics.moves)
+        live = executed(live, result.planned)[parts.columns]
+    after = soft_misses(constraints, brokers, live)[0][0]
+    assert before > 0 and after < before and moves[0] > 0 and moves[-1] == 0, (before, after, moves)
