@@ -136,18 +136,26 @@ def _count_bands(m: _Model, constraints: Constraints) -> list[tuple[dict, int, i
     return out
 
 
-def fewest_moves(
-    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seconds: float = 10.0
-) -> Optimum:
-    constraints = constraints or Constraints()
+def _every_threshold(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints) -> _Model:
+    """The hard rules, the counts within their bands, every load goal within its threshold, and no topic
+    moving replicas A -> B and B -> A."""
     m = _hard_rules(brokers, parts, constraints)
-    model, x, n, eligible = m.model, m.x, len(m.prepared), m.view.eligible
+    model, n = m.model, len(m.prepared)
     for counted, b, low, high in _count_bands(m, constraints):
         model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
     for carried, limit in _load_goals(m, constraints):
         model.add(carried <= limit)
+    _no_back_and_forth(model, m.x, m.prepared["topic"].tolist(), m.prepared["current"].tolist(), m.view.eligible)
+    return m
+
+
+def fewest_moves(
+    brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Constraints | None = None, seconds: float = 10.0
+) -> Optimum:
+    constraints = constraints or Constraints()
+    m = _every_threshold(brokers, parts, constraints)
+    model, x, n, eligible = m.model, m.x, len(m.prepared), m.view.eligible
     live = m.prepared["current"].tolist()
-    _no_back_and_forth(model, x, m.prepared["topic"].tolist(), live, eligible)
     model.minimize(sum(x[p, b] for p in range(n) for b in eligible if b not in live[p]))
     solver = _solver(seconds)
     status = solver.solve(model)
@@ -229,13 +237,8 @@ def soft_goals(
     A time-limited solve gives its best plan found, so a figure may be
     above the true optimum (flattering the plan compared), never below.
     """
-    m = _hard_rules(brokers, parts, constraints)
+    m = _every_threshold(brokers, parts, constraints)
     model, x, n, eligible = m.model, m.x, len(m.prepared), m.view.eligible
-    for counted, b, low, high in _count_bands(m, constraints):
-        model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
-    for carried, limit in _load_goals(m, constraints):
-        model.add(carried <= limit)
-    _no_back_and_forth(model, x, m.prepared["topic"].tolist(), m.prepared["current"].tolist(), eligible)
     rules = [rule_of(t, constraints) for t in m.prepared["topic"]]
     goals = []  # (kind, rule index, count of what misses it)
     for r in sorted(range(len(constraints.placement)), key=lambda r: -constraints.placement[r].prefer_strength):
