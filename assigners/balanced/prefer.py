@@ -24,7 +24,7 @@ from assigners.balanced.searches import Plan, judged, reach_goals, settle_and_se
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.errors import PlanningError
 from assigners.model import ClusterView, Constraints
-from assigners.policies import check_placement, enforce_placement, resolve_placement
+from assigners.policies import Placement, check_placement, enforce_placement, resolve_placement
 
 PARTNERS = 8  # replicas of each preferred broker tried per replica to place, on a large cluster (a small one: all)
 SMALL = 600  # replicas: a cluster this small tries every partner
@@ -93,11 +93,15 @@ def soft_rules(
     plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
 ) -> Plan:
     """The soft rules after the goals, which keep their rank: replicas onto their ``prefer_tags`` brokers
-    (:func:`prefer_tagged`), then into their ``leader_racks`` (:func:`into_leader_racks`, then on a small
-    cluster :func:`leader_racks_searched`); the plan with a note per ``prefer_tags`` rule still short."""
+    (:func:`prefer_tagged`, then on a small cluster :func:`prefer_searched`), then into their
+    ``leader_racks`` (:func:`into_leader_racks`, then on a small cluster :func:`leader_racks_searched`);
+    the plan with a note per ``prefer_tags`` rule still short."""
     replicas, (notes, met) = plan
     search = GoalSearch(replicas, partitions, view, resources, options)
     prefer_tagged(search)
+    if any(away for away, _ in _prefer_away(search).values()):
+        replicas, (notes, met) = prefer_searched((replicas, (notes, met)), partitions, view, resources, options)
+        search = GoalSearch(replicas, partitions, view, resources, options)
     into_leader_racks(search)
     if _lacking_leader_racks(search):
         replicas, (notes, met) = leader_racks_searched((replicas, (notes, met)), partitions, view, resources, options)
@@ -229,6 +233,48 @@ def _soft_kept(search: GoalSearch, parts: np.ndarray, c: int, here: int) -> np.n
     return out
 
 
+def prefer_searched(
+    plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+) -> Plan:
+    """Where ``prefer_tags`` replicas still sit off their preferred brokers once no harmless move or swap is
+    left, on a small cluster: one replica at a time (the stronger rules first), a move or swap onto a
+    preferred broker the rules allow (counts kept, loads not asked), then the goals searched again with
+    every replica the soft rules place kept there (:attr:`GoalSearch.keep_soft`); kept where every goal the
+    plan met is still met.
+
+    As for the leader racks (:func:`leader_racks_searched`): the solver
+    reaches the preferred brokers by moving other replicas around them.
+    """
+    if int(partitions["rf"].sum()) > SMALL:
+        return plan
+    search = GoalSearch(plan[0], partitions, view, resources, options)
+    placement = search.placement
+    assert placement is not None
+    for r in sorted(placement.preferred, key=lambda r: (-placement.rules[r].prefer_strength, r)):
+        preferred = placement.preferred[r]
+        slots = [s for s, b in enumerate(search.broker_ids) if b in preferred]
+        for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist():
+            for b in [b for b in plan[0][i] if b not in preferred]:
+                trial = [list(reps) for reps in plan[0]]
+                moved = GoalSearch(trial, partitions, view, resources, options)
+                row = next(row for row in moved.rows_of(i) if moved.broker_ids[int(moved.slot[row])] == b)
+                if not _place_onto(moved, row, slots, r, len(moved.part), harmless=False)[0]:
+                    continue
+                again = reach_goals(trial, partitions, view, resources, options, keep_soft=True)
+                if _standing(again) >= _standing(plan[1]) and _away(trial, placement) < _away(plan[0], placement):
+                    plan = trial, again
+    return plan
+
+
+def _away(replicas: list[list[int]], placement: Placement) -> int:
+    """Replicas of the soft ``prefer_tags`` rules (frozen ones aside) on brokers without their tags."""
+    away = 0
+    for r, preferred in placement.preferred.items():
+        for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist():
+            away += sum(b not in preferred for b in replicas[i])
+    return away
+
+
 def leader_racks_searched(
     plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
 ) -> Plan:
@@ -255,7 +301,7 @@ def leader_racks_searched(
             trial = [list(r) for r in plan[0]]
             if not into_leader_racks(GoalSearch(trial, partitions, view, resources, options), False, emptiest, i):
                 continue
-            again = reach_goals(trial, partitions, view, resources, options, keep_leader_racks=True)
+            again = reach_goals(trial, partitions, view, resources, options, keep_soft=True)
             placed = GoalSearch(trial, partitions, view, resources, options)
             prefer_tagged(placed)  # the search may have moved some of them off their preferred brokers
             if any(now > away[r][0] for r, (now, _) in _prefer_away(placed).items()):

@@ -481,18 +481,18 @@ def reach_goals(
     landing: frozenset[int] | None = None,
     widen: bool = False,
     since: list[list[int]] | None = None,
-    keep_leader_racks: bool = False,
+    keep_soft: bool = False,
 ) -> tuple[list[str], list[bool]]:
     """The load goals in turn, over again until a round changes nothing; in place.
 
     Each round starts a new pass: a replica the last one placed may move
     again (its move counts once against the live layout either way).
     ``landing``: the only brokers a replica may move onto, besides its live home; ``widen``: see
-    :func:`_search`; ``keep_leader_racks``: see :attr:`GoalSearch.keep_leader_racks`. Returns the notes of the
+    :func:`_search`; ``keep_soft``: see :attr:`GoalSearch.keep_soft`. Returns the notes of the
     goals left unmet and which goals are met.
     """
     search = GoalSearch(replicas, partitions, view, resources, options, since)
-    search.landing, search.widen, search.keep_leader_racks = landing, widen, keep_leader_racks
+    search.landing, search.widen, search.keep_soft = landing, widen, keep_soft
     search.batch = 1 if int(partitions["rf"].sum()) <= SMALL else BATCH
     undone = None
     for _ in range(FIXPOINT_ROUNDS):

@@ -176,9 +176,10 @@ class GoalSearch:
         self.landing: frozenset[int] | None = None
         self.batch = 1  # options a goal round applies at most (goals._apply_more)
         self.widen = False  # where the usual candidates give no accepted action, try more (goals.WIDER)
-        # per partition of a rule with leader_racks (not frozen), those racks: with keep_leader_racks, a replica
-        # there never leaves them while it is its partition's only one (prefer.leader_racks_searched)
-        self.keep_leader_racks = False
+        # per partition of a rule with leader_racks (not frozen), those racks: with keep_soft, a replica there
+        # never leaves them while it is its partition's only one, nor one on a preferred broker of its rule
+        # (prefer_tags) for one that is not (prefer.leader_racks_searched, prefer.prefer_searched)
+        self.keep_soft = False
         self.leader_racks = _leader_racks_of(self.placement)
 
     def _shares(self, total: float, replicas: np.ndarray | None = None) -> np.ndarray:
@@ -550,7 +551,7 @@ class GoalSearch:
         if new in reps:
             return False
         domain_of = self.view.domain_of
-        if self.keep_leader_racks and self._leaves_leader_racks(i, old, new, reps):
+        if self.keep_soft and self._gives_up_soft(i, old, new, reps):
             return False
         after = [new if b == old else b for b in reps]
         if len({domain_of[b] for b in after}) < self._needs(len(reps)) or not self.usage.room_for(i, new):
@@ -641,13 +642,17 @@ class GoalSearch:
                 return False
             if self.placement is not None and (self.placement.frozen[i] or new not in self.placement.allowed_of(i)):
                 return False
-            if self.keep_leader_racks and self._leaves_leader_racks(i, old, new, self.replicas[i]):
+            if self.keep_soft and self._gives_up_soft(i, old, new, self.replicas[i]):
                 return False
         return True
 
-    def _leaves_leader_racks(self, i: int, old: int, new: int, reps: list[int]) -> bool:
-        """Would partition ``i``'s replica moving from ``old`` to ``new`` take its only one in its leader racks
-        out of them?"""
+    def _gives_up_soft(self, i: int, old: int, new: int, reps: list[int]) -> bool:
+        """Would partition ``i``'s replica moving from ``old`` to ``new`` leave a preferred broker of its rule
+        for one that is not, or take its only one in its leader racks out of them?"""
+        placement = self.placement
+        preferred = None if placement is None else placement.preferred.get(int(placement.rule_of[i]))
+        if preferred is not None and old in preferred and new not in preferred:
+            return True
         racks = self.leader_racks.get(i)
         if racks is None:
             return False

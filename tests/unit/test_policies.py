@@ -386,10 +386,13 @@ def cell_rules(brokers: pd.DataFrame, parts: pd.DataFrame) -> Constraints:
     "kind,n_brokers,n_parts,seed,racks",
     [
         # before (harmless swaps after the goals only), replicas off their preferred brokers / partitions
-        # outside the leader rack: 8 / 0, 5 / 6, 6 / 4
+        # outside the leader rack: 8 / 0, 5 / 6, 6 / 4; the last two 4 / 0 and 3 / 0 until placed one at a
+        # time and the goals searched again (prefer_searched)
         ("drifted", 9, 30, 38, 3),
         ("drifted", 10, 36, 5, 5),
         ("drifted", 10, 30, 31, 5),
+        ("drifted", 10, 30, 42, 5),
+        ("drifted", 9, 30, 47, 3),
     ],
 )
 def test_soft_rules_the_solver_meets_with_every_threshold_balanced_meets_too(kind, n_brokers, n_parts, seed, racks):
