@@ -208,7 +208,8 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     placed: frozenset[int] = frozenset()
     if placement is not None:  # every strategy keeps the placement rules: repaired here, checked below
         placement_notes, placed = enforce_placement(rows, prepared, view, placement)
-        notes.extend([*placement_notes, *prefer_leader_racks(rows, view, placement)[0]])
+        passed = prefer_leader_racks(rows, view, placement, prepared["current"].tolist())[0]
+        notes.extend([*placement_notes, *passed])
     extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed, placement)
     assignment = assignment_frame(prepared["topic"].to_numpy(), prepared["partition"].to_numpy(), rows)
     target = replica_matrix(rows)

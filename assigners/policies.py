@@ -460,12 +460,15 @@ def _refilled(
     return new
 
 
-def prefer_leader_racks(rows: list[list[int]], view: ClusterView, placement: Placement) -> tuple[list[str], int]:
+def prefer_leader_racks(
+    rows: list[list[int]], view: ClusterView, placement: Placement, live: list[list[int]] | None = None
+) -> tuple[list[str], int]:
     """Each partition of a rule with ``leader_racks`` led from its replica in the first of those racks it has a
     replica in (Redpanda's leader pinning); in place. A soft rule: it moves no data and passes over leader
     counts (it ranks before them), a frozen partition keeps its leader, and the leader rules applied after it
     (pins, anti-affinity, hints) win. Returns the notes and how many partitions have no replica in any of
-    their preferred racks (unmet)."""
+    their preferred racks (unmet). ``live``: the live layout, where the note counts only the leaderships
+    passed that change the cluster's (not those a strategy moved away and this pass brings back)."""
     changed, unmet = 0, 0
     for r, rule in enumerate(placement.rules):
         if not rule.leader_racks:
@@ -480,7 +483,7 @@ def prefer_leader_racks(rows: list[list[int]], view: ClusterView, placement: Pla
             best = ranked[0][1]
             if best != 0:
                 reps.insert(0, reps.pop(best))
-                changed += 1
+                changed += live is None or not live[i] or live[i][0] != reps[0]
     notes = []
     if changed:
         notes.append(f"leader_racks: {changed} leaderships passed to a replica in a preferred rack")
