@@ -164,15 +164,23 @@ def quality(
     brokers: pd.DataFrame,
     view: ClusterView,
     load_bound: float = 0.0,
+    leader_racks: LeaderRacks | None = None,
 ) -> AssignmentQuality:
+    """``leader_racks``: per partition, the racks its leader is pinned to (see :func:`pinned_leaders`)."""
     table = broker_table(assignment, leader_load, follower_load, brokers)
     on_eligible = table[table["eligible"]]
     max_load = float(table["load"].max()) if len(table) else 0.0
     violations = rack_violations(assignment, view)
+    pinned = pinned_leaders(as_matrix(assignment), view, leader_racks)
+    if pinned is None:
+        leaders_even = _evenly_spread(on_eligible["leaders"], on_eligible["weight"])
+    else:
+        leaders_even = _near_targets(on_eligible, _pinned_leader_targets(on_eligible, view, pinned))
+        load_bound = max(load_bound, _pinned_load_bound(on_eligible, view, pinned, leader_load))
     met = {
         "rack_aware": violations == 0,
         "replica_distribution": _evenly_spread(on_eligible["replicas"], on_eligible["weight"]),
-        "leader_distribution": _evenly_spread(on_eligible["leaders"], on_eligible["weight"]),
+        "leader_distribution": leaders_even,
         "load_distribution": max_load <= (1 + BALANCE_TOLERANCE) * load_bound or load_bound == 0,
     }
     return AssignmentQuality(
@@ -191,6 +199,72 @@ def balance_score(met: dict[str, bool]) -> float:
     weights = {goal: 1.1 ** (n - 1 - k) * (1.5 if hard else 1.0) for k, (goal, hard) in enumerate(BALANCE_GOALS)}
     missed = sum(w for goal, w in weights.items() if not met[goal])
     return round(100.0 * (1 - missed / sum(weights.values())), 1)
+
+
+LeaderRacks = list[tuple[str, ...] | None]  # per partition: the racks its leader is pinned to, in order
+
+
+def pinned_leaders(
+    matrix: np.ndarray, view: ClusterView, leader_racks: LeaderRacks | None
+) -> dict[str, list[int]] | None:
+    """Per rack, the partitions ``leader_racks`` pins their leader to it (the first listed rack each has a
+    replica in, as the planner leads them); None where none is pinned."""
+    if not leader_racks or not any(leader_racks):
+        return None
+    pinned: dict[str, list[int]] = {}
+    for i, (row, racks) in enumerate(zip(matrix.tolist(), leader_racks)):
+        if racks:
+            held = {view.domain_of.get(b) for b in row if b != PAD}
+            first = next((r for r in racks if r in held), None)
+            if first is not None:
+                pinned.setdefault(first, []).append(i)
+    return pinned or None
+
+
+def _water_fill(total: float, floors: dict[str, float], room: dict[str, float]) -> dict[str, float]:
+    """Per rack, max(floor, level x room) with the level set so the racks add up to ``total`` (each rack holds
+    at least what is pinned to it, the rest spread by room)."""
+    low, high = 0.0, total / max(min(room.values()), 1e-12)
+    for _ in range(60):  # bisection: the sum rises with the level
+        level = (low + high) / 2
+        if sum(max(floors.get(r, 0.0), level * w) for r, w in room.items()) > total:
+            high = level
+        else:
+            low = level
+    return {r: max(floors.get(r, 0.0), low * w) for r, w in room.items()}
+
+
+def _rack_weights(table: pd.DataFrame, view: ClusterView) -> dict[str, float]:
+    racks = table["broker_id"].map(view.domain_of)
+    return {str(r): float(w) for r, w in table["weight"].groupby(racks).sum().items()}
+
+
+def _pinned_leader_targets(table: pd.DataFrame, view: ClusterView, pinned: dict[str, list[int]]) -> np.ndarray:
+    """Each eligible broker's even share of the leaders where ``pinned`` leaders must sit in their racks: the
+    racks water-filled by weight above what is pinned to them, each rack's by its brokers' weights."""
+    room = _rack_weights(table, view)
+    per_rack = _water_fill(float(table["leaders"].sum()), {r: float(len(n)) for r, n in pinned.items()}, room)
+    racks = table["broker_id"].map(view.domain_of)
+    targets: np.ndarray = (racks.map(per_rack) * table["weight"] / racks.map(room)).to_numpy(dtype=float)
+    return targets
+
+
+def _near_targets(table: pd.DataFrame, targets: np.ndarray) -> bool:
+    """Every broker's leaders within 1 (rounding) or the tolerance of its target."""
+    off = np.abs(table["leaders"].to_numpy(dtype=float) - targets)
+    return bool((off <= np.maximum(1.0, BALANCE_TOLERANCE * targets)).all())
+
+
+def _pinned_load_bound(
+    table: pd.DataFrame, view: ClusterView, pinned: dict[str, list[int]], leader_load: np.ndarray
+) -> float:
+    """The load bound where ``pinned`` leaders must sit in their racks: each rack carries at least its pinned
+    leaders' load, the rest water-filled by weight; the highest rack per unit of weight (a broker of it carries
+    at least that)."""
+    room = _rack_weights(table, view)
+    floors = {r: float(leader_load[parts].sum()) for r, parts in pinned.items()}
+    per_rack = _water_fill(float(table["load_abs"].sum()), floors, room)
+    return max(per_rack[r] / room[r] for r in room)
 
 
 def _evenly_spread(counts: pd.Series, weights: pd.Series) -> bool:
@@ -321,16 +395,22 @@ def resource_ratios(partitions: pd.DataFrame, assignment: Replicas, brokers: pd.
 
 
 def plan_metrics(
-    partitions: pd.DataFrame, before: Replicas, after: Replicas, brokers: pd.DataFrame, view: ClusterView
+    partitions: pd.DataFrame,
+    before: Replicas,
+    after: Replicas,
+    brokers: pd.DataFrame,
+    view: ClusterView,
+    leader_racks: LeaderRacks | None = None,
 ) -> PlanMetrics:
-    """All plan_runs quality columns for going from ``before`` to ``after``."""
+    """All plan_runs quality columns for going from ``before`` to ``after``; ``leader_racks``: see
+    :func:`quality` (the balance score then judges leaders and load as even as the pinning lets them be)."""
     before, after = as_matrix(before), as_matrix(after)
     leader_load = partitions["leader_load"].to_numpy(dtype=float)
     follower_load = partitions["follower_load"].to_numpy(dtype=float)
     rf = partitions["rf"].to_numpy(dtype=np.int64)
     bound = load_lower_bound(leader_load, follower_load, rf, brokers)
-    q_before = quality(before, leader_load, follower_load, brokers, view, bound)
-    q_after = quality(after, leader_load, follower_load, brokers, view, bound)
+    q_before = quality(before, leader_load, follower_load, brokers, view, bound, leader_racks)
+    q_after = quality(after, leader_load, follower_load, brokers, view, bound, leader_racks)
     moves, leader_moves, moved_bytes = moves_between(before, after, partitions["size_bytes"].to_numpy(dtype=np.int64))
     ratios_before = resource_ratios(partitions, before, brokers)
     ratios_after = resource_ratios(partitions, after, brokers)

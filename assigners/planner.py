@@ -38,6 +38,8 @@ from assigners.policies import (
     Placement,
     check_placement,
     enforce_placement,
+    leader_racks_of,
+    leaders_pinned,
     prefer_leader_racks,
     resolve_placement,
     with_broker_rules,
@@ -247,7 +249,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     changed = planned["kind"].notna()
     metrics = _unmeasured_as_null(
         replace(
-            plan_metrics(prepared, live, target, prepared_brokers, view),
+            plan_metrics(prepared, live, target, prepared_brokers, view, leader_racks_of(placement)),
             affinity_hints_unmet=extras["affinity_hints_unmet"],
             moves_deferred=extras["moves_deferred"],
             partitions_moved=int(changed.sum()),
@@ -431,6 +433,9 @@ def _apply_rules(
         if unmet:
             notes.append(f"{len(unmet)} affinity hints not met: {'; '.join(unmet[:5])}")
     fixed = fixed | placed
+    pinned = leaders_pinned(rows, view, placement)
+    if rebalance and pinned and placement is not None:  # leader_racks pinned leaders: the others even out
+        balance_leaders(rows, view, fixed | pinned | frozenset(np.flatnonzero(placement.frozen).tolist()))
     budget = apply_move_budget(rows, prepared, view, constraints, fixed)
     notes.extend(budget.notes)
     if budget.moves_deferred and rebalance:

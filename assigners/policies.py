@@ -520,3 +520,22 @@ def placement_violations(
 def _stays(live: list[int], rf: int, allowed: frozenset[int], view: ClusterView) -> bool:
     """May a frozen partition's live replicas all stay (allowed, eligible, its RF, the rack rule)?"""
     return allowed.issuperset(live) and keep_valid(list(live), rf, view) == list(live)
+
+
+def leader_racks_of(placement: Placement | None) -> list[tuple[str, ...] | None] | None:
+    """Per partition, the racks a ``leader_racks`` rule pins its leader to (frozen ones aside: they keep
+    theirs), for the balance score (:func:`assigners.metrics.quality`); None where no rule pins any."""
+    if placement is None or not any(rule.leader_racks and not rule.frozen for rule in placement.rules):
+        return None
+    racks = [rule.leader_racks if rule.leader_racks and not rule.frozen else None for rule in placement.rules]
+    return [None if r < 0 else racks[r] for r in placement.rule_of.tolist()]
+
+
+def leaders_pinned(rows: list[list[int]], view: ClusterView, placement: Placement | None) -> frozenset[int]:
+    """The partitions whose leader ``leader_racks`` pins (:func:`prefer_leader_racks`: a replica in one of
+    their rule's racks, frozen ones aside)."""
+    racks = leader_racks_of(placement)
+    if racks is None:
+        return frozenset()
+    domain_of = view.domain_of
+    return frozenset(i for i, r in enumerate(racks) if r and any(domain_of.get(b) in r for b in rows[i]))

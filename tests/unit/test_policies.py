@@ -457,3 +457,16 @@ def test_a_layout_within_every_threshold_still_gains_its_soft_rules_where_every_
         live = executed(live, result.planned)[parts.columns]
     after = soft_misses(constraints, brokers, live)[0][0]
     assert before > 0 and after < before and moves[0] > 0 and moves[-1] == 0, (before, after, moves)
+
+
+def test_leaders_even_out_around_those_leader_racks_pins():
+    # the planner passes 5 leaderships to rack r0 after balanced evened the leaders: before, the others stayed
+    # where they were (leaders per broker 1-6, the balance score 60.4); now they even out around the pinned
+    # ones, which keep their rack
+    brokers, parts = scenario("drifted", 9, 30, seed=38)
+    live = executed(parts, plan_cluster(brokers, parts, PlanRequest("c", "balanced", Constraints())).planned)
+    constraints = cell_rules(brokers, live[parts.columns])
+    result = plan_cluster(brokers, live[parts.columns], PlanRequest("c", "balanced", constraints))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    assert result.metrics.leader_spread_after <= 1, result.metrics
+    soft_misses(constraints, brokers, result.planned)  # each pinned partition still led from its first rack

@@ -216,6 +216,28 @@ def test_rerun_on_own_plan_is_skipped_with_nothing_to_change():
     assert again.metrics is not None and again.metrics.moves == 0
 
 
+def test_the_balance_score_judges_leaders_and_load_as_even_as_leader_racks_let_them_be():
+    # 6 brokers over racks a, b, c, 12 partitions of RF 2, 4 replicas per broker; leader_racks pins the first
+    # 6 to rack a, so a's two brokers lead 3 each (a share of 2 by weight) and carry their leaders' load
+    # (leaders 11x a follower's). By weight alone the leaders and the load are off; with the pinning (rack a
+    # at least its 6 pinned leaders and their load, the rest spread over b and c by weight) the layout is even
+    ids, racks = [1, 2, 3, 4, 5, 6], ["a", "a", "b", "b", "c", "c"]
+    brokers = prepare_brokers(brokers_frame(ids, racks=racks), Constraints())
+    view = ClusterView.from_brokers(brokers, Constraints())
+    pinned = [[1, 3], [2, 4], [1, 5], [2, 6], [1, 4], [2, 5]]
+    free = [[3, 1], [6, 2], [5, 3], [4, 6], [3, 6], [5, 4]]
+    layout = pinned + free
+    frame = partitions_frame(layout, bytes_in=[1.0] * 12).assign(bytes_out=10.0)
+    parts = prepare_partitions(frame, Constraints())
+    pins = [("a",)] * 6 + [None] * 6
+    plain = plan_metrics(parts, layout, layout, brokers, view)
+    assert plain.balance_score_after < plan_metrics(parts, layout, layout, brokers, view, pins).balance_score_after
+    assert plan_metrics(parts, layout, layout, brokers, view, pins).balance_score_after == 100.0
+    # one pinned partition led from rack b instead: uneven again
+    led_from_b = [*pinned[:5], [5, 2], *free]
+    assert plan_metrics(parts, led_from_b, led_from_b, brokers, view, pins).balance_score_after < 100.0
+
+
 def test_plan_violations_names_every_broken_rule():
     brokers = prepare_brokers(
         brokers_frame([1, 2, 3, 4], racks=["a", "a", "b", "c"]).assign(state=["active"] * 3 + ["dead"]),
