@@ -631,12 +631,15 @@ class _Bulk:
 
     def _moved(self, rows: np.ndarray | int) -> None:
         """After a move, its partition's next one is judged by the rule alone; and it moves no more here, as
-        its other replicas' rack masks no longer hold, unless every move stays within its rack.
+        its other replicas' rack masks no longer hold, unless every move stays within its rack, or under
+        the placement rules, where its masks are computed again.
 
         Where the rack rule pins the racks' totals each rack's brokers
         even out among themselves, and a partition may have a replica to
         give in each (racks of 17/17/16 over 10k partitions, drifted: sticky
-        354 -> 188 ms, the same moves within 0.1%).
+        354 -> 188 ms, the same moves within 0.1%). Under the placement
+        rules a broker they restrict borrows the few replicas it may take
+        (:func:`_borrow`), often of partitions that moved already.
         """
         self.fresh[rows] = False
         if self.within_racks:

@@ -1,15 +1,24 @@
-"""Soft placement preferences (``prefer_tags`` below strength 1.0): swaps onto preferred brokers that every
-goal accepts.
+"""The soft placement rules in ``balanced``: ``prefer_tags`` below strength 1.0, and ``leader_racks``' data
+part (a replica in one of the racks, so the planner can lead the partition from there).
 
 LaminarDB's affinity hints carry a strength from 0.0 (ignore) to 1.0 (must);
-here 1.0 makes ``prefer_tags`` a requirement (:mod:`assigners.policies`), and
-below it the rules are tried in order of strength: a replica of a preferring
-topic on a broker without the tags is swapped, same role, with a replica on a
-broker of its rack that carries them (so the rack rule holds) whose topic
-does not prefer that broker (each keeps its role), where :meth:`GoalSearch.harmless` accepts the
-swap (no goal pushed above its threshold or its peak, counts in their bands,
-every rule kept). Each swap costs two moves, so this runs after the goals,
-which keep their rank.
+here 1.0 makes ``prefer_tags`` a requirement (:mod:`assigners.policies`),
+0.0 ignores it, and between the rules are tried strongest first. Redpanda
+pins leaders to racks. The soft rules rank after the goals' thresholds
+(never pushing a broker above one the plan meets without them) and before
+fewer moves; the exact solver ranks them the same way
+(``tests/unit/oracle.py``, ``soft_goals``). In order:
+
+1. :func:`search_preferring`: the goal search with the preferences
+   required, kept where it meets as many goals as with them soft;
+2. :func:`prefer_tagged`, :func:`into_leader_racks`: moves and swaps onto
+   preferred brokers and into the leader racks that every goal accepts
+   (:meth:`GoalSearch.harmless`);
+3. on a small cluster, :func:`prefer_searched`, :func:`leader_racks_searched`:
+   one at a time, a placement the rules allow, then the goals searched again
+   with every soft placement kept (:attr:`GoalSearch.keep_soft`).
+
+docs/placement.md has the figures against the solver.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ from assigners.model import (
 )
 from assigners.placement import Usage, may_replace, topic_move_counts
 from assigners.policies import (
-    Placement,
     absorbable,
     capped_shares,
+    leader_racks_of,
     placement_floor,
     placement_shares,
     resolve_placement,
@@ -180,7 +180,8 @@ class GoalSearch:
         # never leaves them while it is its partition's only one, nor one on a preferred broker of its rule
         # (prefer_tags) for one that is not (prefer.leader_racks_searched, prefer.prefer_searched)
         self.keep_soft = False
-        self.leader_racks = _leader_racks_of(self.placement)
+        racks = leader_racks_of(self.placement)
+        self.leader_racks = {} if racks is None else {i: frozenset(r) for i, r in enumerate(racks) if r}
 
     def _shares(self, total: float, replicas: np.ndarray | None = None) -> np.ndarray:
         """Each broker slot's share of ``total`` (leaders; or ``replicas``, the counts per slot) by weight;
@@ -809,16 +810,4 @@ def _with(values: np.ndarray, at: int, value: float) -> np.ndarray:
     """``np.insert(values, at, value)``, likewise."""
     out = np.empty(len(values) + 1, dtype=values.dtype)
     out[:at], out[at], out[at + 1 :] = values[:at], value, values[at:]
-    return out
-
-
-def _leader_racks_of(placement: Placement | None) -> dict[int, frozenset[str]]:
-    """Per partition of a placement rule with ``leader_racks`` (not frozen), those racks."""
-    if placement is None:
-        return {}
-    out = {}
-    for r, rule in enumerate(placement.rules):
-        if rule.leader_racks and not rule.frozen:
-            racks = frozenset(rule.leader_racks)
-            out.update(dict.fromkeys(np.flatnonzero(placement.rule_of == r).tolist(), racks))
     return out
