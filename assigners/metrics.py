@@ -38,6 +38,7 @@ from assigners.model import (
     row_sum,
 )
 from assigners.placement import keep_valid
+from assigners.policies import pinned_rack
 
 
 @dataclass(frozen=True)
@@ -213,11 +214,8 @@ def pinned_leaders(
         return None
     pinned: dict[str, list[int]] = {}
     for i, (row, racks) in enumerate(zip(matrix.tolist(), leader_racks)):
-        if racks:
-            held = {view.domain_of.get(b) for b in row if b != PAD}
-            first = next((r for r in racks if r in held), None)
-            if first is not None:
-                pinned.setdefault(first, []).append(i)
+        if racks and (first := pinned_rack([b for b in row if b != PAD], racks, view.domain_of)) is not None:
+            pinned.setdefault(first, []).append(i)
     return pinned or None
 
 

@@ -470,20 +470,18 @@ def prefer_leader_racks(
     their preferred racks (unmet). ``live``: the live layout, where the note counts only the leaderships
     passed that change the cluster's (not those a strategy moved away and this pass brings back)."""
     changed, unmet = 0, 0
-    for r, rule in enumerate(placement.rules):
-        if not rule.leader_racks:
+    for i, racks in enumerate(leader_racks_of(placement) or []):
+        if not racks:
             continue
-        rank = {rack: n for n, rack in enumerate(rule.leader_racks)}
-        for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist():
-            reps = rows[i]
-            ranked = sorted((rank[view.domain_of[b]], n) for n, b in enumerate(reps) if view.domain_of.get(b) in rank)
-            if not ranked:
-                unmet += 1
-                continue
-            best = ranked[0][1]
-            if best != 0:
-                reps.insert(0, reps.pop(best))
-                changed += live is None or not live[i] or live[i][0] != reps[0]
+        reps = rows[i]
+        rack = pinned_rack(reps, racks, view.domain_of)
+        if rack is None:
+            unmet += 1
+            continue
+        best = next(n for n, b in enumerate(reps) if view.domain_of.get(b) == rack)
+        if best != 0:
+            reps.insert(0, reps.pop(best))
+            changed += live is None or not live[i] or live[i][0] != reps[0]
     notes = []
     if changed:
         notes.append(f"leader_racks: {changed} leaderships passed to a replica in a preferred rack")
@@ -534,8 +532,12 @@ def leader_racks_of(placement: Placement | None) -> list[tuple[str, ...] | None]
 def leaders_pinned(rows: list[list[int]], view: ClusterView, placement: Placement | None) -> frozenset[int]:
     """The partitions whose leader ``leader_racks`` pins (:func:`prefer_leader_racks`: a replica in one of
     their rule's racks, frozen ones aside)."""
-    racks = leader_racks_of(placement)
-    if racks is None:
-        return frozenset()
-    domain_of = view.domain_of
-    return frozenset(i for i, r in enumerate(racks) if r and any(domain_of.get(b) in r for b in rows[i]))
+    racks = leader_racks_of(placement) or []
+    return frozenset(i for i, r in enumerate(racks) if r and pinned_rack(rows[i], r, view.domain_of) is not None)
+
+
+def pinned_rack(replicas: list[int], racks: tuple[str, ...], domain_of: Mapping[int, str]) -> str | None:
+    """The first of ``racks`` one of ``replicas`` sits in: where ``leader_racks`` leads the partition from
+    (None: it has no replica in them)."""
+    held = {domain_of.get(b) for b in replicas}
+    return next((r for r in racks if r in held), None)

@@ -33,7 +33,14 @@ from assigners.balanced.searches import Plan, judged, reach_goals, settle_and_se
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.errors import PlanningError
 from assigners.model import ClusterView, Constraints
-from assigners.policies import Placement, check_placement, enforce_placement, resolve_placement
+from assigners.policies import (
+    Placement,
+    check_placement,
+    enforce_placement,
+    leader_racks_of,
+    pinned_rack,
+    resolve_placement,
+)
 
 PARTNERS = 8  # replicas of each preferred broker tried per replica to place, on a large cluster (a small one: all)
 SMALL = 600  # replicas: a cluster this small tries every partner
@@ -107,15 +114,16 @@ def soft_rules(
     the plan with a note per ``prefer_tags`` rule still short."""
     replicas, (notes, met) = plan
     search = GoalSearch(replicas, partitions, view, resources, options)
+    placement = search.placement
+    assert placement is not None
     prefer_tagged(search)
-    if any(away for away, _ in _prefer_away(search).values()):
+    if _away(replicas, placement):
         replicas, (notes, met) = prefer_searched((replicas, (notes, met)), partitions, view, resources, options)
         search = GoalSearch(replicas, partitions, view, resources, options)
     into_leader_racks(search)
-    if _lacking_leader_racks(search):
+    if _lacking_leader_racks(replicas, placement, view):
         replicas, (notes, met) = leader_racks_searched((replicas, (notes, met)), partitions, view, resources, options)
-        search = GoalSearch(replicas, partitions, view, resources, options)
-    return replicas, ([*notes, *_prefer_notes(search)], met)
+    return replicas, ([*notes, *_prefer_notes(replicas, placement)], met)
 
 
 def prefer_tagged(search: GoalSearch) -> int:
@@ -144,24 +152,26 @@ def prefer_tagged(search: GoalSearch) -> int:
     return made
 
 
-def _prefer_away(search: GoalSearch) -> dict[int, tuple[int, int]]:
+def _prefer_away(replicas: list[list[int]], placement: Placement) -> dict[int, tuple[int, int]]:
     """Per soft ``prefer_tags`` rule: how many of its replicas (frozen ones aside) sit off its preferred
     brokers, of how many."""
-    placement, out = search.placement, {}
-    if placement is None:
-        return {}
+    out = {}
     for r, preferred in placement.preferred.items():
-        mine = np.flatnonzero((placement.rule_of[search.part] == r) & ~placement.frozen[search.part])
-        away = sum(search.broker_ids[int(search.slot[row])] not in preferred for row in mine.tolist())
-        out[r] = (int(away), len(mine))
+        mine = [replicas[i] for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist()]
+        out[r] = (sum(b not in preferred for reps in mine for b in reps), sum(len(reps) for reps in mine))
     return out
 
 
-def _prefer_notes(search: GoalSearch) -> list[str]:
+def _away(replicas: list[list[int]], placement: Placement) -> int:
+    """Replicas of the soft ``prefer_tags`` rules (frozen ones aside) on brokers without their tags."""
+    return sum(away for away, _ in _prefer_away(replicas, placement).values())
+
+
+def _prefer_notes(replicas: list[list[int]], placement: Placement) -> list[str]:
     """A note per soft ``prefer_tags`` rule still short, the strongest first."""
-    assert search.placement is not None
-    rules, notes = search.placement.rules, []
-    for r, (away, total) in sorted(_prefer_away(search).items(), key=lambda kv: (-rules[kv[0]].prefer_strength, kv[0])):
+    rules, notes = placement.rules, []
+    short = _prefer_away(replicas, placement).items()
+    for r, (away, total) in sorted(short, key=lambda kv: (-rules[kv[0]].prefer_strength, kv[0])):
         if away:
             wanted = ", ".join(f"{k}={v}" for k, v in sorted(rules[r].prefer_tags.items()))
             notes.append(
@@ -171,10 +181,10 @@ def _prefer_notes(search: GoalSearch) -> list[str]:
     return notes
 
 
-def _lacking_leader_racks(search: GoalSearch) -> int:
-    """How many partitions of a ``leader_racks`` rule have no replica in those racks."""
-    domain_of = search.view.domain_of
-    return sum(not any(domain_of[b] in racks for b in search.replicas[i]) for i, racks in search.leader_racks.items())
+def _lacking_leader_racks(replicas: list[list[int]], placement: Placement, view: ClusterView) -> int:
+    """How many partitions of a ``leader_racks`` rule (frozen ones aside) have no replica in those racks."""
+    racks = leader_racks_of(placement) or []
+    return sum(r is not None and pinned_rack(replicas[i], r, view.domain_of) is None for i, r in enumerate(racks))
 
 
 def _place_onto(
@@ -275,15 +285,6 @@ def prefer_searched(
     return plan
 
 
-def _away(replicas: list[list[int]], placement: Placement) -> int:
-    """Replicas of the soft ``prefer_tags`` rules (frozen ones aside) on brokers without their tags."""
-    away = 0
-    for r, preferred in placement.preferred.items():
-        for i in np.flatnonzero((placement.rule_of == r) & ~placement.frozen).tolist():
-            away += sum(b not in preferred for b in replicas[i])
-    return away
-
-
 def leader_racks_searched(
     plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
 ) -> Plan:
@@ -300,24 +301,22 @@ def leader_racks_searched(
     """
     if int(partitions["rf"].sum()) > SMALL:
         return plan
-    was = GoalSearch(plan[0], partitions, view, resources, options)
-    away = _prefer_away(was)
-    domain_of = view.domain_of
-    for i, racks in sorted(was.leader_racks.items()):  # one partition at a time: each kept where it may be
-        if any(domain_of[b] in racks for b in plan[0][i]):
+    placement = resolve_placement(options, partitions, view)
+    assert placement is not None
+    away = _prefer_away(plan[0], placement)
+    for i, racks in enumerate(leader_racks_of(placement) or []):  # one at a time: each kept where it may be
+        if not racks or pinned_rack(plan[0][i], racks, view.domain_of) is not None:
             continue
         for emptiest in (None, *range(len(resources))):  # the brokers to fill first: by replicas, by each goal
             trial = [list(r) for r in plan[0]]
             if not into_leader_racks(GoalSearch(trial, partitions, view, resources, options), False, emptiest, i):
                 continue
             again = reach_goals(trial, partitions, view, resources, options, keep_soft=True)
-            placed = GoalSearch(trial, partitions, view, resources, options)
-            prefer_tagged(placed)  # the search may have moved some of them off their preferred brokers
-            if any(now > away[r][0] for r, (now, _) in _prefer_away(placed).items()):
+            prefer_tagged(GoalSearch(trial, partitions, view, resources, options))  # the search may have moved
+            if any(now > away[r][0] for r, (now, _) in _prefer_away(trial, placement).items()):  # some off theirs
                 continue  # a stronger soft rule gives way: not for this one
-            if _standing(again) >= _standing(plan[1]) and _lacking_leader_racks(placed) < _lacking_leader_racks(
-                GoalSearch(plan[0], partitions, view, resources, options)
-            ):
+            lacking = _lacking_leader_racks(trial, placement, view)
+            if _standing(again) >= _standing(plan[1]) and lacking < _lacking_leader_racks(plan[0], placement, view):
                 plan = trial, again
                 break
     return plan
