@@ -19,13 +19,17 @@ from assigners.balanced.actions import (
     Held,
     LedHere,
     Option,
+    later_excess,
     lowest,
+    movable,
     moves_and_swaps,
+    open_to,
     option_key,
     partner,
     transfer_chains,
     transfers,
 )
+from assigners.balanced.shed import shed, worth_shedding
 from assigners.balanced.state import Change, GoalSearch, Resource
 
 ROUNDS_PER_GOAL = 2000
@@ -47,10 +51,15 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     # first with actions that add no move (leadership, and exchanges that send a moved replica home),
     # then with any: the free pass lets the count balancing's choice of replicas carry the load goals
     for free in (True, False):
+        shedding = not free and search.batch > 1  # a large cluster's broker far above: see shed
         for _ in range(ROUNDS_PER_GOAL):
             top = int(np.argmax(search.load[k]))
             if search.load[k][top] <= search.target(k) * (1 + 1e-9):
                 break
+            if shedding and worth_shedding(search, k, top):
+                # many rounds' swaps in one pass, then a round for the cheapest fix; once a shed finds none, the
+                # rounds go on alone (bytes in held by disk at its threshold: 116 sheds, 29 swaps, +0.6 s)
+                shedding = shed(search, k, top) > 0
             if (
                 improve(search, k, top, free)
                 or (search.widen and improve(search, k, top, free, WIDER))
@@ -123,7 +132,7 @@ def improve(search: GoalSearch, k: int, top: int, free: bool = False, width: int
     candidates = np.argsort(search.load[k], kind="stable")
     if rack_mates:
         candidates = candidates[search.rack_of[candidates] == search.rack_of[top]]
-    partners = _open_to(search, picks, candidates, top, brokers)
+    partners = open_to(search, picks, candidates, top, brokers)
     if free:  # and the least loaded of those holding replicas moved away from top, to swap one back
         away = sorted(search.holding_moved_from(top), key=lambda c: (search.load[k][c], c))
         partners = list(dict.fromkeys([*partners, *away[:PARTNER_BROKERS]]))
@@ -218,27 +227,6 @@ def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], fir
         applied += 1
 
 
-def _open_to(search: GoalSearch, picks: list[int], candidates: np.ndarray, top: int, n: int) -> list[int]:
-    """The first ``n`` of ``candidates`` (broker slots, ``top`` aside) that the placement rules let one of
-    ``picks`` onto (any, without rules).
-
-    The least loaded brokers are often those the rules keep light (two
-    tainted brokers taking one rule's topics): as partners they offered
-    nothing, and the round fell back to its rack mates (10k partitions, five
-    rules: 437 rounds, 296 actions).
-    """
-    if search.placement is None:
-        return [c for c in candidates[: n + 1].tolist() if c != top][:n]
-    parts, ids, may = search.part[picks], search.broker_ids, search.placement.movable_to
-    open_to = []
-    for c in candidates.tolist():
-        if c != top and may(parts, ids[c]).any():
-            open_to.append(c)
-            if len(open_to) == n:
-                break
-    return open_to
-
-
 def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     """Where no usual option is accepted and the goal is within reach: apply the best swap of one of ``top``'s
     :data:`SCREENED_PICKS` heaviest replicas for any lighter one of the same role on a partner broker (the
@@ -261,8 +249,8 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     by_load = np.argsort(search.load[k], kind="stable")
     mates = by_load[search.rack_of[by_load] == search.rack_of[top]]
     nearest = [
-        *_open_to(search, picks, mates, top, PARTNER_BROKERS + 1),
-        *_open_to(search, picks, by_load, top, PARTNER_BROKERS + 1),
+        *open_to(search, picks, mates, top, PARTNER_BROKERS + 1),
+        *open_to(search, picks, by_load, top, PARTNER_BROKERS + 1),
     ]
     partners = list(dict.fromkeys(nearest))
     options: list[Option] = []
@@ -306,14 +294,6 @@ def _screened_swaps(search: GoalSearch, k: int, r: int, top: int, c: int) -> lis
     return out
 
 
-def movable(search: GoalSearch, rows: np.ndarray) -> np.ndarray:
-    """``rows`` but those of frozen partitions (the placement rules): never a candidate to move."""
-    if search.placement is None:
-        return rows
-    kept: np.ndarray = rows[~search.placement.frozen[search.part[rows]]]
-    return kept
-
-
 def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:
     """The ``n`` heaviest of ``rows`` (in row order) by goal ``k``'s amounts, heaviest first, ties in row
     order: a stable sort's first ``n``, without sorting a broker's tens of thousands of rows."""
@@ -333,24 +313,6 @@ def lightest_fixing(search: GoalSearch, k: int, rows: np.ndarray, excess: float,
     ordered = covering[np.lexsort((rows[covering], -amounts[covering]))]
     picked: list[int] = rows[ordered[-n:]].tolist() if len(ordered) else []
     return picked
-
-
-def later_excess(search: GoalSearch, k: int, after: list[dict[int, float]]) -> float:
-    """How much an option raises the goals after ``k`` above their thresholds on the brokers it touches
-    (negative: how much it brings them down), each per its own bound.
-
-    Among equally cheap options the one that helps the goals still to
-    come saves the moves they would spend on its side effects; this only
-    breaks ties, it never makes an option cheaper or a goal blended.
-    """
-    excess = 0.0
-    for j in range(k + 1, len(search.resources)):
-        if search.bounds[j] <= 0:
-            continue
-        target = search.target(j)
-        before = max(float(search.load[j][b]) for b in after[j])
-        excess += (max(0.0, max(after[j].values()) - target) - max(0.0, before - target)) / search.bounds[j]
-    return excess
 
 
 def count_notes(search: GoalSearch) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from assigners.balanced.goals import movable
+from assigners.balanced.actions import movable
 from assigners.balanced.state import Change, GoalSearch
 
 RECEIVERS = 8  # least loaded brokers tried as receivers per candidate replica

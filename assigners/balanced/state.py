@@ -252,6 +252,7 @@ class GoalSearch:
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
         self.actions = 0  # actions applied (apply)
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
+        self.lightest_sums: dict[int, np.ndarray] = {}  # per goal, for shed.worth_shedding (built there, once)
         self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:

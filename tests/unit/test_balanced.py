@@ -505,7 +505,8 @@ def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves
 
 @pytest.mark.parametrize(
     "kind, n_brokers, n_parts, seed",
-    [("rf_gt_racks", 13, 400, 1), ("rf_gt_racks", 24, 3000, 4), ("uneven_racks", 24, 3000, 4)],
+    # large clusters with a needless move left are few: since shedding, 24 x 3,000 seed 4 of rf_gt_racks leaves none
+    [("rf_gt_racks", 13, 400, 1), ("rf_gt_racks", 16, 1000, 3), ("uneven_racks", 24, 3000, 4)],
 )
 def test_undoing_saves_the_moves_it_counts_and_makes_nothing_worse(kind, n_brokers, n_parts, seed):
     # after one pass of the goals (clusters where later actions leave earlier moves needless): each undo puts
