@@ -240,13 +240,111 @@ def _report(argv: list[str]) -> int:
 def _sql(argv: list[str]) -> int:
     parser = _command_parser(
         "sql",
-        "Run Spark SQL over the tables (plans/moves: committed rows only; "
-        "plans_raw, moves_raw, plans_latest also defined). Without a query: an interactive prompt.",
+        "Run SQL over the tables (plans/moves: committed rows only; plans_raw, moves_raw, plans_latest also "
+        "defined), answered by DataFusion from the Delta logs (no JVM) or, with --engine spark, by Spark SQL. "
+        "Without a query: an interactive prompt.",
     )
     parser.add_argument("--limit", type=positive(int), default=100, help="rows to print (> 0)")
+    parser.add_argument(
+        "--engine", choices=("datafusion", "spark"), default="datafusion", help="default: datafusion (no JVM)"
+    )
+    parser.add_argument(
+        "--as-of-version",
+        action="append",
+        default=[],
+        metavar="TABLE=N",
+        help="read TABLE at Delta version N (repeatable; datafusion engine)",
+    )
+    parser.add_argument("--as-of", metavar="TIME", help="read every table as it was at TIME (ISO 8601, UTC default)")
     parser.add_argument("--config")
     parser.add_argument("query", nargs="?", help="one SQL statement; omit it for a prompt (end statements with ;)")
     args = parser.parse_args(argv)
+    if args.engine == "spark":
+        if args.as_of_version or args.as_of:
+            parser.error("--as-of and --as-of-version read old table versions with --engine datafusion only")
+        return _spark_sql(args)
+    from jobs.sql import AsOf, QueryError, open_views, query, show
+    from jobs.warehouse import TableUnreadableError
+
+    try:
+        as_of = AsOf.parse(args.as_of_version, args.as_of)
+    except ValueError as exc:
+        parser.error(str(exc))
+    opened = _sql_warehouse(args)
+    if opened is None:
+        return USAGE_ERROR
+    try:
+        views = open_views(opened, as_of)
+    except TableUnreadableError as exc:
+        return _error(exc, USAGE_ERROR if args.as_of_version or args.as_of else 1)
+    if views.not_yet and _not_yet(args, views.not_yet):
+        return USAGE_ERROR
+
+    def run(statement: str) -> int:
+        try:
+            print(show(*query(views.builder, statement, args.limit)))
+        except QueryError as exc:
+            return _error(exc, USAGE_ERROR)
+        return 0
+
+    if args.query is not None:
+        return run(args.query)
+    print(f"partition-planner sql: views {', '.join(views.names)}; end a statement with ';', quit with \\q or Ctrl-D")
+    for statement in _statements(sys.stdin):
+        run(statement)
+    return 0
+
+
+def _sql_warehouse(args: argparse.Namespace) -> Any:
+    """The Spark-free reader for ``sql``, or None (after saying why) when the warehouse holds no table or the
+    query names a view whose table it lacks."""
+    from jobs.sql import TABLES, missing_tables
+
+    opened = _warehouse(args, needs=())
+    if opened is None:
+        return None
+    warehouse, _ = opened
+    present = {n for n in TABLES if warehouse.exists(n)}
+    if not present:
+        where = ", ".join(f"{n} at {warehouse.location(n)}" for n in TABLES)
+        _error(f"no Delta table {where} (warehouse {args.warehouse})", USAGE_ERROR)
+        return None
+    if _lacking(args, missing_tables(args.query or "", present), warehouse.location):
+        return None
+    return warehouse
+
+
+def _not_yet(args: argparse.Namespace, not_yet: dict[str, Any]) -> bool:
+    """Say which tables the query needs that did not exist yet at ``--as-of`` (True), or nothing (False)."""
+    from jobs.sql import missing_tables
+
+    present = {"brokers", "partitions", "throughput", "plan_runs", "plans", "moves"} - set(not_yet)
+    lacking = missing_tables(args.query or "", present)
+    named = {t: v for t, v in lacking.items() if t in not_yet}
+    if not named:
+        return False
+    where = "; ".join(
+        f"{t} (view {', '.join(v)}): its first version is of {not_yet[t].isoformat(timespec='seconds')}"
+        for t, v in named.items()
+    )
+    _error(f"the query reads tables that did not exist yet at {args.as_of}: {where}", USAGE_ERROR)
+    return True
+
+
+def _lacking(args: argparse.Namespace, lacking: dict[str, list[str]], location: Any) -> bool:
+    """Say which tables the query needs that the warehouse lacks (True), or nothing (False)."""
+    if not lacking:
+        return False
+    where = "; ".join(f"{t} at {location(t)} (view {', '.join(v)})" for t, v in lacking.items())
+    _error(
+        f"the query reads tables the warehouse {args.warehouse} lacks: no Delta table {where}"
+        + ("; run plan first" if set(lacking) & {"plans", "moves", "plan_runs"} else ""),
+        USAGE_ERROR,
+    )
+    return True
+
+
+def _spark_sql(args: argparse.Namespace) -> int:
     store = _store(args, needs=(), query=args.query)
     if store is None:
         return USAGE_ERROR
@@ -332,16 +430,9 @@ def _store(args: argparse.Namespace, needs: tuple[str, ...], query: str | None =
         where = ", ".join(f"{n} at {locations[n]}" for n in missing)
         print(f"partition-planner: error: no Delta table {where} (warehouse {args.warehouse})", file=sys.stderr)
         return None
-    from jobs.queries import missing_tables
+    from jobs.sql import missing_tables
 
-    lacking = missing_tables(query or "", set(present))
-    if lacking:
-        where = "; ".join(f"{t} at {locations[t]} (view {', '.join(v)})" for t, v in lacking.items())
-        print(
-            f"partition-planner: error: the query reads tables the warehouse {args.warehouse} lacks: no Delta "
-            f"table {where}" + ("; run plan first" if set(lacking) & {"plans", "moves", "plan_runs"} else ""),
-            file=sys.stderr,
-        )
+    if _lacking(args, missing_tables(query or "", set(present)), locations.get):
         return None
     return open_store(get_spark(), args.warehouse, config.tables, config.store)
 

@@ -7,42 +7,12 @@ cluster and version (DESIGN.md).
 
 from __future__ import annotations
 
-import re
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.store import TableStore
 
 COMMIT_KEYS = ["cluster_id", "plan_version", "run_id"]
-
-# Each view and the tables it reads.
-VIEW_TABLES = {
-    "brokers": ("brokers",),
-    "partitions": ("partitions",),
-    "throughput": ("throughput",),
-    "plan_runs": ("plan_runs",),
-    "plans": ("plans", "plan_runs"),
-    "moves": ("moves", "plan_runs"),
-    "plans_raw": ("plans",),
-    "moves_raw": ("moves",),
-    "plans_latest": ("plans", "plan_runs"),
-}
-
-
-def missing_tables(query: str, present: set[str]) -> dict[str, list[str]]:
-    """Views a query names whose tables are not in the warehouse: table -> the views that need it.
-
-    >>> missing_tables("SELECT * FROM plans_latest JOIN brokers USING (cluster_id)", {"brokers", "plans"})
-    {'plan_runs': ['plans_latest']}
-    """
-    named = [v for v in VIEW_TABLES if re.search(rf"(?<![\w.`]){v}(?![\w`])", query, flags=re.IGNORECASE)]
-    out: dict[str, list[str]] = {}
-    for view in named:
-        for table in VIEW_TABLES[view]:
-            if table not in present:
-                out.setdefault(table, []).append(view)
-    return out
 
 
 def committed_runs(store: TableStore) -> DataFrame:

@@ -1,10 +1,10 @@
 """The Delta tables without Spark: committed plans, moves and snapshots straight from the Delta log (delta-rs,
 pyarrow), for ``export``, ``status`` and ``report``, which start in about a second; and ``import``'s appends
-(:meth:`Warehouse.append`), so no command but ``plan``, ``demo`` and ``sql`` starts a JVM.
+(:meth:`Warehouse.append`), so no command but ``plan``, ``demo`` and ``sql --engine spark`` starts a JVM.
 
 Readers only ever see committed plan versions: a ``plans`` / ``moves`` row counts when a ``plan_runs`` row with
-``status = 'committed'`` names its run, cluster and version (DESIGN.md). ``sql`` keeps Spark SQL
-(``jobs.queries``).
+``status = 'committed'`` names its run, cluster and version (DESIGN.md). ``sql`` answers with DataFusion through
+delta-rs (``jobs.sql``), or Spark SQL (``jobs.queries``) with ``--engine spark``.
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def test_demo_refuses_a_snapshot_that_collides_with_another_fleet(spark, warehou
 def test_sql_errors_are_one_message_and_the_prompt_reads_statements(planned, capsys, monkeypatch):
     assert cli.main(["sql", "--warehouse", planned, "SELECT nope FROM plans"]) == 2
     err = capsys.readouterr().err
-    assert "UNRESOLVED_COLUMN" in err and "Project" not in err and "at org.apache" not in err
+    assert "No field named nope" in err and "Project" not in err and "at org.apache" not in err
     assert len(err) < 600, err
     monkeypatch.setattr("sys.stdin", io.StringIO("SELECT count(*) AS n\nFROM plans_latest;\nSELECT 'second' AS s;\n"))
     assert cli.main(["sql", "--warehouse", planned]) == 0

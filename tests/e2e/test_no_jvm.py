@@ -1,6 +1,7 @@
-"""Commands that need no Spark start no JVM (issue 37, finding 9 / acceptance 5): ``import`` writes with delta-rs,
-and ``plan`` / ``sql`` usage errors are found before Spark starts. Each runs as its own process with the JVM log
-pointed at a fresh path: a JVM that started would have created it (jobs.session)."""
+"""Commands that need no Spark start no JVM (issue 37, finding 9 / acceptance 5; issue 40): ``import`` writes with
+delta-rs, ``sql`` answers with DataFusion, and ``plan`` / ``sql --engine spark`` usage errors are found before Spark
+starts. Each runs as its own process with the JVM log pointed at a fresh path: a JVM that started would have
+created it (jobs.session)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def test_import_and_usage_errors_start_no_jvm(tmp_path):
     code, err, jvm = run(tmp_path, "import", "--warehouse", warehouse, "--cluster", "cluster-1", *files)
     assert (code, jvm) == (0, False), err
     assert Path(warehouse, "partitions", "_delta_log").is_dir()
+    code, err, jvm = run(tmp_path, "sql", "--warehouse", warehouse, "SELECT count(*) AS n FROM partitions")
+    assert (code, jvm) == (0, False), err  # DataFusion answers from the Delta log (issue 40)
 
     cases = {
         "empty run id": (["plan", "--warehouse", warehouse, "--run-id", ""], "--run-id is empty"),
