@@ -5,10 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assigners import COMMITTED, FAILED, SKIPPED
 from jobs.history import RecordedRun
+
+if TYPE_CHECKING:  # the planner's module imports Spark, which this one never needs
+    from jobs.spark_planner import ClusterRequest
 
 
 @dataclass
@@ -110,7 +113,7 @@ def already_done(cluster_id: str, run_id: str, row: RecordedRun) -> ClusterOutco
     )
 
 
-def planned_outcome(row: Any, snapshots: dict[str, dt.datetime], requests: dict[str, dict[str, Any]]) -> ClusterOutcome:
+def planned_outcome(row: Any, snapshots: dict[str, dt.datetime], requests: dict[str, ClusterRequest]) -> ClusterOutcome:
     summary = json.loads(row["summary_json"])
     status = summary["status"]
     version = int(row["plan_version"])
@@ -124,6 +127,6 @@ def planned_outcome(row: Any, snapshots: dict[str, dt.datetime], requests: dict[
         metrics=summary["metrics"],
         notes=summary["notes"],
         warnings=summary["warnings"],
-        config_hash=requests[row["cluster_id"]]["config_hash"],
-        config_json=requests[row["cluster_id"]]["config_json"],
+        config_hash=requests[row["cluster_id"]].config_hash,
+        config_json=requests[row["cluster_id"]].config_json,
     )

@@ -90,7 +90,7 @@ def run_plan(
     run_id = run_id or derive_run_id({c: config.cluster_hash(c, strategy) for c in snapshots}, snapshots)
     history = read_history(store, run_id, list(snapshots))
     requests = plan_requests(config, snapshots, history, strategy, refused=refused)
-    check_run_id_reuse(run_id, history, snapshots, {c: (r["strategy"], r["config_hash"]) for c, r in requests.items()})
+    check_run_id_reuse(run_id, history, snapshots, {c: (r.strategy, r.config_hash) for c, r in requests.items()})
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 
     done = [already_done(c, run_id, row) for c in snapshots if (row := history.done(c)) is not None]
@@ -111,12 +111,12 @@ def run_plan(
             ClusterOutcome(
                 c,
                 FAILED,
-                requests[c]["plan_version"],
+                requests[c].plan_version,
                 ts,
-                requests[c]["strategy"],
+                requests[c].strategy,
                 error=f"cluster {c}: no rows in table partitions for snapshot {ts.isoformat()}",
-                config_hash=requests[c]["config_hash"],
-                config_json=requests[c]["config_json"],
+                config_hash=requests[c].config_hash,
+                config_json=requests[c].config_json,
             )
             for c, ts in todo.items()
             if c not in {o.cluster_id for o in outcomes}

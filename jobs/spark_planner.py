@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
@@ -24,7 +24,39 @@ from jobs.inputs import assemble_partitions, unmatched_throughput
 from schemas import PLANNED, TableSpec
 
 
-def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Callable[..., pd.DataFrame]:
+@dataclass(frozen=True)
+class ClusterRequest:
+    """What one cluster's planner worker needs: plain values only, as it travels pickled in the
+    ``applyInPandas`` closure (STYLE rule 3). ``refused``: fail the cluster with this error instead of planning."""
+
+    strategy: str
+    constraints: dict[str, Any]  # Constraints.to_dict()
+    config_hash: str
+    config_json: str
+    seed: int
+    wave_caps: dict[str, Any]  # WaveCaps as a dict
+    allow_worse: bool
+    has_previous_plan: bool
+    previous_partitions: int
+    plan_version: int
+    snapshot_ts: str  # ISO 8601
+    refused: str | None = None
+
+    def plan_request(self, cluster_id: str) -> PlanRequest:
+        return PlanRequest(
+            cluster_id=cluster_id,
+            strategy=self.strategy,
+            constraints=Constraints.from_dict(self.constraints),
+            seed=self.seed,
+            has_previous_plan=self.has_previous_plan,
+            previous_partitions=self.previous_partitions,
+            previous_version=self.plan_version - 1,
+            wave_caps=WaveCaps(**self.wave_caps),
+            allow_worse=self.allow_worse,
+        )
+
+
+def make_cluster_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pd.DataFrame]:
     """The cogrouped applyInPandas function; closes over plain values only (STYLE rule 3)."""
     columns = PLANNED.column_names
 
@@ -33,21 +65,11 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
         if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
             return coerce_to_spec(pd.DataFrame(columns=columns), PLANNED)
         spec = requests[cluster_id]
-        request = PlanRequest(
-            cluster_id=cluster_id,
-            strategy=spec["strategy"],
-            constraints=Constraints.from_dict(spec["constraints"]),
-            seed=spec["seed"],
-            has_previous_plan=spec["has_previous_plan"],
-            previous_partitions=spec["previous_partitions"],
-            previous_version=spec["plan_version"] - 1,
-            wave_caps=WaveCaps(**spec["wave_caps"]),
-            allow_worse=spec["allow_worse"],
-        )
+        request = spec.plan_request(cluster_id)
         try:
             result = (
-                PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec["refused"])
-                if spec.get("refused")
+                PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec.refused)
+                if spec.refused
                 else plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
             )
             summary = {
@@ -69,9 +91,9 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             planned = pd.DataFrame(columns=columns)
         planned = planned.assign(
             cluster_id=cluster_id,
-            plan_version=spec["plan_version"],
+            plan_version=spec.plan_version,
             run_id=run_id,
-            snapshot_ts=pd.Timestamp(spec["snapshot_ts"]),
+            snapshot_ts=pd.Timestamp(spec.snapshot_ts),
             strategy=request.strategy,
             summary_json=None,
         )
@@ -79,10 +101,10 @@ def make_cluster_planner(requests: dict[str, dict[str, Any]], run_id: str) -> Ca
             [
                 {
                     "cluster_id": cluster_id,
-                    "plan_version": spec["plan_version"],
+                    "plan_version": spec.plan_version,
                     "run_id": run_id,
                     "strategy": request.strategy,
-                    "snapshot_ts": pd.Timestamp(spec["snapshot_ts"]),
+                    "snapshot_ts": pd.Timestamp(spec.snapshot_ts),
                     "summary_json": json.dumps(summary, sort_keys=True),
                 }
             ]
@@ -113,31 +135,31 @@ def plan_requests(
     history: History,
     strategy: str | None,
     refused: dict[str, str] | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, ClusterRequest]:
     """Per cluster, what its worker needs; ``refused``: clusters to fail with that error instead of planning."""
     out = {}
     for cluster_id, snapshot_ts in snapshots.items():
         settings = config.for_cluster(cluster_id, strategy)
         last_version, _, last_partitions = history.last_committed.get(cluster_id, (0, "", 0))
-        out[cluster_id] = {
-            "strategy": settings.strategy,
-            "constraints": settings.constraints.to_dict(),
-            "config_hash": config.cluster_hash(cluster_id, strategy),
-            "config_json": config.cluster_json(cluster_id, strategy),
-            "seed": config.seed,
-            "wave_caps": asdict(config.execution.waves),
-            "allow_worse": config.allow_worse,
-            "has_previous_plan": last_version > 0,
-            "previous_partitions": last_partitions,
-            "plan_version": last_version + 1,
-            "snapshot_ts": snapshot_ts.isoformat(),
-            "refused": (refused or {}).get(cluster_id),
-        }
+        out[cluster_id] = ClusterRequest(
+            strategy=settings.strategy,
+            constraints=settings.constraints.to_dict(),
+            config_hash=config.cluster_hash(cluster_id, strategy),
+            config_json=config.cluster_json(cluster_id, strategy),
+            seed=config.seed,
+            wave_caps=asdict(config.execution.waves),
+            allow_worse=config.allow_worse,
+            has_previous_plan=last_version > 0,
+            previous_partitions=last_partitions,
+            plan_version=last_version + 1,
+            snapshot_ts=snapshot_ts.isoformat(),
+            refused=(refused or {}).get(cluster_id),
+        )
     return out
 
 
 def run_planner(
-    inputs_df: DataFrame, brokers_df: DataFrame, requests: dict[str, dict[str, Any]], run_id: str
+    inputs_df: DataFrame, brokers_df: DataFrame, requests: dict[str, ClusterRequest], run_id: str
 ) -> DataFrame:
     return (
         inputs_df.groupBy("cluster_id")
