@@ -32,8 +32,9 @@ test: $(STAMP) ## run the whole test suite (unit, Spark, end to end)
 test-unit: $(STAMP) ## only the pure assigner tests (no Spark)
 	$(BIN)/python -m pytest -q tests/unit
 
-bench: $(STAMP) package ## benchmarks: read side on the demo warehouse; job vs bare read+write at ~100k partitions; import of 100k partitions; every strategy at 10k and 1M
+bench: $(STAMP) package ## benchmarks: read side on the demo warehouse; small fleets against the Spark floor; job vs bare read+write at ~100k partitions; import of 100k partitions; every strategy at 10k and 1M
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_read_side.py --warehouse $(WAREHOUSE)
+	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_floor.py
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_plan.py
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_import.py
 	$(BIN)/python bench/bench_assigners.py

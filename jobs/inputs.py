@@ -24,6 +24,15 @@ def snapshot_catalog(
 ) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
     """Per cluster of the partitions table: (earliest snapshot, newest at or before ``bound`` or None, newest
     after it or None)."""
+    if store.backend == "delta-rs":
+        return _catalog_from_files(_snapshot_columns(store), bound)
+    return _catalog_in_spark(store, bound)
+
+
+def _catalog_in_spark(
+    store: TableStore, bound: dt.datetime | None
+) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
+    """:func:`snapshot_catalog` as a Spark job (Delta's JVM backend: its credentials may be Spark's alone)."""
     ts = F.col("snapshot_ts")
     chosen = ts if bound is None else F.when(ts <= F.lit(bound), ts)
     beyond = F.lit(None) if bound is None else F.when(ts > F.lit(bound), ts)
@@ -41,6 +50,45 @@ def snapshot_catalog(
     return {
         r["cluster_id"]: (from_micros(r["first"]), from_micros(r["chosen"]), from_micros(r["beyond"])) for r in rows
     }
+
+
+def _snapshot_columns(store: TableStore) -> Any:
+    """The partitions table's ``cluster_id`` and ``snapshot_ts`` as Arrow, read with delta-rs where it keeps the
+    Delta log: two columns straight from the files, where a Spark job cost seconds (the demo's plan: 3.8 s of
+    select_snapshots, 1.2 s of counting the groups)."""
+    from jobs.warehouse import Warehouse
+
+    tables = Warehouse("", {"partitions": store.location("partitions")})
+    columns = tables.scan("partitions", ["cluster_id", "snapshot_ts"])
+    return columns.set_column(1, "snapshot_ts", columns["snapshot_ts"].cast("int64"))  # microseconds since 1970
+
+
+def _catalog_from_files(
+    rows: Any, bound: dt.datetime | None
+) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
+    """:func:`snapshot_catalog` of the (cluster_id, snapshot_ts in microseconds) rows, in Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ts = rows["snapshot_ts"]
+    if bound is None:
+        chosen, beyond = ts, pa.nulls(len(ts), pa.int64())
+    else:
+        after = pc.greater(ts, to_micros(bound))
+        chosen, beyond = pc.if_else(after, None, ts), pc.if_else(after, ts, None)
+    table = rows.append_column("chosen", chosen).append_column("beyond", beyond)
+    grouped = table.group_by("cluster_id").aggregate([("snapshot_ts", "min"), ("chosen", "max"), ("beyond", "max")])
+    return {
+        c: (from_micros(first), from_micros(pick), from_micros(after))
+        for c, first, pick, after in zip(
+            *(grouped[n].to_pylist() for n in ("cluster_id", "snapshot_ts_min", "chosen_max", "beyond_max"))
+        )
+        if c is not None and first is not None
+    }
+
+
+def to_micros(ts: dt.datetime) -> int:
+    return (ts - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def from_micros(micros: int | None) -> Any:
@@ -87,6 +135,15 @@ def select_snapshots(
 
 def partition_counts(store: TableStore, snapshots: dict[str, dt.datetime]) -> dict[str, int]:
     """Partition rows per cluster in its chosen snapshot: the size of its planning group."""
+    if store.backend == "delta-rs":
+        columns = _snapshot_columns(store).to_pandas()
+        chosen = columns["cluster_id"].map({c: to_micros(ts) for c, ts in snapshots.items()})
+        counts = columns[columns["snapshot_ts"] == chosen].groupby("cluster_id").size()
+        return {str(c): int(n) for c, n in counts.items()}
+    return _counts_in_spark(store, snapshots)
+
+
+def _counts_in_spark(store: TableStore, snapshots: dict[str, dt.datetime]) -> dict[str, int]:
     rows = store.read("partitions").where(at_snapshots(snapshots)).groupBy("cluster_id").count().collect()
     return {r["cluster_id"]: int(r["count"]) for r in rows}
 

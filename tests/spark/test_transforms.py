@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from chispa import assert_df_equality
 
+from jobs import inputs
 from jobs.commit import moves_columns
 from jobs.inputs import assemble_partitions, at_snapshots, select_snapshots, stacked_inputs
 from schemas import MOVES, PARTITIONS, PLAN_INPUT, THROUGHPUT
@@ -90,6 +91,25 @@ def test_snapshots_are_found_whatever_the_machines_time_zone(spark, store, tokyo
     assert snapshots == {"c": t2}
     assert store.read("partitions").where(at_snapshots(snapshots)).count() == 1
     assert select_snapshots(store, dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC), ["c"]) == {"c": t1}
+
+
+def test_the_snapshot_catalog_read_from_the_files_is_the_spark_jobs(spark, store, tokyo_clock):
+    # where delta-rs keeps the log, snapshots are picked and counted from two columns without a Spark job (issue
+    # 40); the Spark job stays for Delta's JVM backend: both give the same, at every bound, in any local zone
+    times = [dt.datetime(2026, 1, d, h, tzinfo=dt.UTC) for d, h in ((1, 0), (1, 6), (2, 0), (3, 12))]
+    rows = [("a", ts, "t", p, [1], 1, 10) for ts in times for p in range(1 + times.index(ts))]
+    rows += [("b", times[1], "t", p, [1], 1, 10) for p in range(3)] + [("c", times[3], "u", 0, [2], 2, 1)]
+    store.append("partitions", spark.createDataFrame(rows, PARTITIONS.ddl(optional=False)))
+    if store.backend != "delta-rs":
+        pytest.skip("the files are read with delta-rs only where it keeps the log")
+    bounds = [None, times[0], times[1] + dt.timedelta(hours=1), times[3], dt.datetime(2025, 1, 1, tzinfo=dt.UTC)]
+    for bound in bounds:
+        files = inputs._catalog_from_files(inputs._snapshot_columns(store), bound)
+        assert files == inputs._catalog_in_spark(store, bound), bound
+        assert all(first.tzinfo is not None for first, *_ in files.values())
+    assert inputs.snapshot_catalog(store, times[1])["a"] == (times[0], times[1], times[3])
+    chosen = {"a": times[2], "b": times[1], "c": times[3]}
+    assert inputs.partition_counts(store, chosen) == inputs._counts_in_spark(store, chosen) == {"a": 3, "b": 3, "c": 1}
 
 
 def test_assemble_partitions_picks_newest_rate_and_joins_the_previous_plan():
