@@ -40,6 +40,13 @@ TARGETS = {
 }
 
 
+def inputs_only(warehouse: str, to: str) -> None:
+    """A copy of the warehouse's snapshots without any plan: a run there plans (and writes) its first versions."""
+    shutil.rmtree(to, ignore_errors=True)
+    for name in ("brokers", "partitions", "throughput"):
+        shutil.copytree(f"{warehouse}/{name}", f"{to}/{name}")
+
+
 def timed(argv: list[str], before: Callable[[], None] | None = None) -> float:
     if before is not None:
         before()
@@ -55,32 +62,29 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tiny, demo, out = f"{tmp}/tiny", f"{tmp}/demo", f"{tmp}/report"
         quiet = ["--log-level", "WARNING"]
-        subprocess.run(
-            [*CLI, "demo", "--warehouse", tiny, "--clusters", "1", "--topics", "2", "--partitions", "20", *quiet],
-            check=True,
-            cwd=ROOT,
-            capture_output=True,
-        )
-        subprocess.run([*CLI, "demo", "--warehouse", demo, *quiet], check=True, cwd=ROOT, capture_output=True)
-        fresh = f"{tmp}/fresh"
+        demo_args = {tiny: ["--clusters", "1", "--topics", "2", "--partitions", "20"], demo: []}
+        for warehouse, extra in demo_args.items():
+            subprocess.run(
+                [*CLI, "demo", "--warehouse", warehouse, *extra, *quiet], check=True, cwd=ROOT, capture_output=True
+            )
+        fresh = {name: f"{tmp}/{name}-inputs" for name in ("tiny", "demo")}
+        for name, source in (("tiny", tiny), ("demo", demo)):
+            inputs_only(source, fresh[name])  # planned, the dry runs would find their work done and plan nothing
 
-        def inputs_only() -> None:  # the demo's snapshots without any plan: the run writes its first versions
-            shutil.rmtree(fresh, ignore_errors=True)
-            for name in ("brokers", "partitions", "throughput"):
-                shutil.copytree(f"{demo}/{name}", f"{fresh}/{name}")
-
+        dry = [*quiet, "--dry-run"]
         runs = {
             "floor: SparkSession + applyInPandas of 20 rows": [sys.executable, "-c", FLOOR],
-            "plan --dry-run, one 20-partition cluster": [*CLI, "plan", "--warehouse", tiny, "--dry-run", *quiet],
-            "plan --dry-run, demo fleet (3 clusters)": [*CLI, "plan", "--warehouse", demo, "--dry-run", *quiet],
-            "plan, demo fleet into fresh outputs (writes)": [*CLI, "plan", "--warehouse", fresh, *quiet],
+            "plan --dry-run, one 20-partition cluster": [*CLI, "plan", "--warehouse", fresh["tiny"], *dry],
+            "plan --dry-run, demo fleet (3 clusters)": [*CLI, "plan", "--warehouse", fresh["demo"], *dry],
+            "plan, demo fleet into fresh outputs (writes)": [*CLI, "plan", "--warehouse", f"{tmp}/writes", *quiet],
             "sql, a small query": [*CLI, "sql", "--warehouse", demo, SMALL_QUERY],
             "report, demo fleet": [*CLI, "report", "--warehouse", demo, "--out", out],
         }
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(args.repeat):
             for name, argv in runs.items():
-                times[name].append(timed(argv, inputs_only if "fresh" in name else None))
+                writes = "writes" in name
+                times[name].append(timed(argv, (lambda: inputs_only(demo, f"{tmp}/writes")) if writes else None))
     medians = {name: statistics.median(values) for name, values in times.items()}
     floor = medians.pop("floor: SparkSession + applyInPandas of 20 rows")
     print(f"\nsmall fleets against the Spark floor (median of {args.repeat}, interleaved): floor {floor:.1f} s")
