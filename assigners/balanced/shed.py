@@ -19,8 +19,9 @@ It stops while the broker is still :data:`ENDGAME` times the best swap's
 gain above the threshold: the last few actions are the rounds', which
 choose the cheapest one that fixes the broker. Shedding to the end made a
 rule-bound cluster churn (seed 12 with five placement rules: 8,000 swaps
-of tiny gain, two goals missed, 11 s); at 4 no cluster of the bench changed
-for the worse.
+of tiny gain, two goals missed, 11 s); at 4, over six seeds of the bench
+cluster, no goal is lost and moves change by -3 % to +0.7 % (with five
+placement rules, up to +1.6 %).
 """
 
 from __future__ import annotations
