@@ -273,8 +273,9 @@ def _sql(argv: list[str]) -> int:
     opened = _sql_warehouse(args)
     if opened is None:
         return USAGE_ERROR
+    warehouse, tables = opened
     try:
-        views = open_views(opened, as_of)
+        views = open_views(warehouse, tables, as_of)
     except TableUnreadableError as exc:
         return _error(exc, USAGE_ERROR if args.as_of_version or args.as_of else 1)
     if views.not_yet and _not_yet(args, views.not_yet):
@@ -287,17 +288,12 @@ def _sql(argv: list[str]) -> int:
             return _error(exc, USAGE_ERROR)
         return 0
 
-    if args.query is not None:
-        return run(args.query)
-    print(f"partition-planner sql: views {', '.join(views.names)}; end a statement with ';', quit with \\q or Ctrl-D")
-    for statement in _statements(sys.stdin):
-        run(statement)
-    return 0
+    return run(args.query) if args.query is not None else _prompt(views.names, run)
 
 
 def _sql_warehouse(args: argparse.Namespace) -> Any:
-    """The Spark-free reader for ``sql``, or None (after saying why) when the warehouse holds no table or the
-    query names a view whose table it lacks."""
+    """The Spark-free reader for ``sql`` and the tables it holds, or None (after saying why) when it holds none
+    or the query names a view whose table it lacks."""
     from jobs.sql import TABLES, missing_tables
 
     opened = _warehouse(args, needs=())
@@ -311,14 +307,14 @@ def _sql_warehouse(args: argparse.Namespace) -> Any:
         return None
     if _lacking(args, missing_tables(args.query or "", present), warehouse.location):
         return None
-    return warehouse
+    return warehouse, present
 
 
 def _not_yet(args: argparse.Namespace, not_yet: dict[str, Any]) -> bool:
     """Say which tables the query needs that did not exist yet at ``--as-of`` (True), or nothing (False)."""
-    from jobs.sql import missing_tables
+    from jobs.sql import TABLES, missing_tables
 
-    present = {"brokers", "partitions", "throughput", "plan_runs", "plans", "moves"} - set(not_yet)
+    present = set(TABLES) - set(not_yet)
     lacking = missing_tables(args.query or "", present)
     named = {t: v for t, v in lacking.items() if t in not_yet}
     if not named:
@@ -351,11 +347,18 @@ def _spark_sql(args: argparse.Namespace) -> int:
     from jobs.queries import register_views
 
     views = register_views(store.spark, store)
-    if args.query is not None:
-        return _run_sql(store.spark, args.query, args.limit)
+
+    def run(statement: str) -> int:
+        return _run_sql(store.spark, statement, args.limit)
+
+    return run(args.query) if args.query is not None else _prompt(views, run)
+
+
+def _prompt(views: list[str], run: Any) -> int:
+    """The interactive prompt: each statement typed is run (a bad one says why and the prompt goes on)."""
     print(f"partition-planner sql: views {', '.join(views)}; end a statement with ';', quit with \\q or Ctrl-D")
     for statement in _statements(sys.stdin):
-        _run_sql(store.spark, statement, args.limit)
+        run(statement)
     return 0
 
 

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from assigners import COMMITTED, FAILED, SKIPPED
 from jobs.inputs import epoch_micros, from_micros, sql_lookup, sql_string
 from jobs.stages import UsageError
-from jobs.store import TableStore
+from jobs.store import DeltaRsStore, TableStore
 
 APP_ID_PREFIX = "partition-planner"
 
@@ -68,24 +68,23 @@ HISTORY_COLUMNS = ["run_id", "cluster_id", "plan_version", "status", "error", "p
 
 def read_history(store: TableStore, run_id: str, clusters: list[str]) -> History:
     """This run's recorded rows and each cluster's last committed version, from ``plan_runs``."""
-    read = _runs_from_files if store.backend == "delta-rs" else _runs_in_spark
-    return _history_of(read(store, run_id, clusters), run_id, clusters)
+    if isinstance(store, DeltaRsStore):
+        runs = _runs_from_files(store, run_id, clusters)
+    else:
+        runs = _runs_in_spark(store, run_id, clusters)
+    return _history_of(runs, run_id, clusters)
 
 
-def _runs_from_files(store: TableStore, run_id: str, clusters: list[str]) -> pd.DataFrame:
+def _runs_from_files(store: DeltaRsStore, run_id: str, clusters: list[str]) -> pd.DataFrame:
     """The ``plan_runs`` rows :func:`read_history` reads, with delta-rs where it keeps the Delta log (a Spark job
     cost 2.7 s of the demo's plan, mostly on a table of a few rows)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from jobs.warehouse import Warehouse
-
     if not store.exists("plan_runs"):
         return pd.DataFrame(columns=[*HISTORY_COLUMNS, "snapshot_micros"])
     where = ds.field("cluster_id").isin(clusters) | (ds.field("run_id") == run_id)
-    rows = Warehouse("", {"plan_runs": store.location("plan_runs")}).scan(
-        "plan_runs", [*HISTORY_COLUMNS, "snapshot_ts"], where
-    )
+    rows = store.scan("plan_runs", [*HISTORY_COLUMNS, "snapshot_ts"], where)
     micros = pc.cast(rows["snapshot_ts"], "int64")
     return rows.drop_columns("snapshot_ts").append_column("snapshot_micros", micros).to_pandas()
 

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.stages import NoSnapshotError, UsageError
-from jobs.store import TableStore
+from jobs.store import DeltaRsStore, TableStore
 from schemas import PLAN_INPUT
 
 
@@ -24,7 +24,7 @@ def snapshot_catalog(
 ) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
     """Per cluster of the partitions table: (earliest snapshot, newest at or before ``bound`` or None, newest
     after it or None)."""
-    if store.backend == "delta-rs":
+    if isinstance(store, DeltaRsStore):
         return _catalog_from_files(_snapshot_columns(store), bound)
     return _catalog_in_spark(store, bound)
 
@@ -52,14 +52,11 @@ def _catalog_in_spark(
     }
 
 
-def _snapshot_columns(store: TableStore) -> Any:
+def _snapshot_columns(store: DeltaRsStore) -> Any:
     """The partitions table's ``cluster_id`` and ``snapshot_ts`` as Arrow, read with delta-rs where it keeps the
     Delta log: two columns straight from the files, where a Spark job cost seconds (the demo's plan: 3.8 s of
     select_snapshots, 1.2 s of counting the groups)."""
-    from jobs.warehouse import Warehouse
-
-    tables = Warehouse("", {"partitions": store.location("partitions")})
-    columns = tables.scan("partitions", ["cluster_id", "snapshot_ts"])
+    columns = store.scan("partitions", ["cluster_id", "snapshot_ts"])
     return columns.set_column(1, "snapshot_ts", columns["snapshot_ts"].cast("int64"))  # microseconds since 1970
 
 
@@ -74,7 +71,7 @@ def _catalog_from_files(
     if bound is None:
         chosen, beyond = ts, pa.nulls(len(ts), pa.int64())
     else:
-        after = pc.greater(ts, to_micros(bound))
+        after = pc.greater(ts, epoch_micros(bound))
         chosen, beyond = pc.if_else(after, None, ts), pc.if_else(after, ts, None)
     table = rows.append_column("chosen", chosen).append_column("beyond", beyond)
     grouped = table.group_by("cluster_id").aggregate([("snapshot_ts", "min"), ("chosen", "max"), ("beyond", "max")])
@@ -85,10 +82,6 @@ def _catalog_from_files(
         )
         if c is not None and first is not None
     }
-
-
-def to_micros(ts: dt.datetime) -> int:
-    return (ts - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def from_micros(micros: int | None) -> Any:
@@ -135,9 +128,9 @@ def select_snapshots(
 
 def partition_counts(store: TableStore, snapshots: dict[str, dt.datetime]) -> dict[str, int]:
     """Partition rows per cluster in its chosen snapshot: the size of its planning group."""
-    if store.backend == "delta-rs":
+    if isinstance(store, DeltaRsStore):
         columns = _snapshot_columns(store).to_pandas()
-        chosen = columns["cluster_id"].map({c: to_micros(ts) for c, ts in snapshots.items()})
+        chosen = columns["cluster_id"].map({c: epoch_micros(ts) for c, ts in snapshots.items()})
         counts = columns[columns["snapshot_ts"] == chosen].groupby("cluster_id").size()
         return {str(c): int(n) for c, n in counts.items()}
     return _counts_in_spark(store, snapshots)

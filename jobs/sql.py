@@ -108,16 +108,16 @@ class Views:
     not_yet: dict[str, dt.datetime]
 
 
-def open_views(warehouse: Warehouse, as_of: AsOf) -> Views:
-    """The warehouse's tables as of ``as_of`` in a DataFusion session, and the views over them; views whose
-    tables are missing (or did not exist yet at ``as_of.time``) are left out."""
+def open_views(warehouse: Warehouse, tables: set[str], as_of: AsOf) -> Views:
+    """The warehouse's ``tables`` (those it holds) as of ``as_of`` in a DataFusion session, and the views over
+    them; views whose tables are missing (or did not exist yet at ``as_of.time``) are left out."""
     from deltalake import QueryBuilder
 
     builder = QueryBuilder({"datafusion.catalog.information_schema": "true"})  # SHOW TABLES, SHOW COLUMNS
     present: list[str] = []
     not_yet: dict[str, dt.datetime] = {}
     for name in TABLES:
-        if not warehouse.exists(name):
+        if name not in tables:
             continue
         table, first = _versioned(warehouse.location(name), name, as_of)
         if table is None:

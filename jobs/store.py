@@ -292,6 +292,13 @@ class DeltaRsStore(TableStore):
 
         return DeltaTable(self.location(name)).version() if self.exists(name) else None
 
+    def scan(self, name: str, columns: list[str], where: Any = None) -> pa.Table:
+        """Columns of the table's rows (where ``where``, a pyarrow dataset expression, holds) as Arrow, read by
+        delta-rs from the files: no Spark job (the read side's :meth:`jobs.warehouse.Warehouse.scan`)."""
+        from jobs.warehouse import Warehouse
+
+        return Warehouse("", {name: self.location(name)}).scan(name, columns, where)
+
     def read(self, name: str, version: int | None = None) -> DataFrame:
         from deltalake import DeltaTable
 
