@@ -148,10 +148,15 @@ def check_run_id_reuse(
         )
 
 
+def plans_in_force(history: History, clusters: list[str]) -> dict[str, tuple[int, str]]:
+    """Per cluster of ``clusters`` with a committed plan: the (plan_version, run_id) of its last one."""
+    return {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
+
+
 def committed_plans(store: TableStore, history: History, clusters: list[str], name: str = "plans") -> DataFrame | None:
     """Rows of the last committed plan version (the plan in force) of each of ``clusters`` in ``plans`` (or
     ``moves``: where each changed partition started); None if none has one."""
-    last = {c: (v, r) for c, (v, r, _) in sorted(history.last_committed.items()) if c in clusters}
+    last = plans_in_force(history, clusters)
     if not last:
         return None
     versions = sql_lookup({c: f"{v}L" for c, (v, _) in last.items()})

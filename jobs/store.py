@@ -157,23 +157,28 @@ class TableStore(ABC):
         spec = self.spec(name)
         if spec is None:
             return df
-        present = set(df.columns)
-        missing = [c for c in spec.column_names if c not in present]
-        if missing and (name in OUTPUT_TABLES or set(missing) <= set(spec.optional_columns)):
-            # a table written before a release that added columns: they read as null
+        missing = self._check_columns(name, df.schema, spec)
+        if missing:  # a table written before a release that added columns: they read as null
             df = df.select("*", *[F.lit(None).alias(c) for c in missing])
-        elif missing:
-            raise TableSchemaError(
-                f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
-            )
-        self._check_types(name, df, spec)
         cast = df.selectExpr(*[f"CAST(`{c.name}` AS {c.type}) AS `{c.name}`" for c in spec.columns])
         return cast.to(spec.spark_schema())
 
-    def _check_types(self, name: str, df: DataFrame, spec: TableSpec) -> None:
+    def _check_columns(self, name: str, schema: T.StructType, spec: TableSpec) -> list[str]:
+        """The contract columns the stored ``schema`` lacks and may lack (added by a later release, or of an
+        output table); raises :class:`TableSchemaError` for a required one missing or a column of the wrong kind."""
+        present = set(schema.fieldNames())
+        missing = [c for c in spec.column_names if c not in present]
+        if missing and not (name in OUTPUT_TABLES or set(missing) <= set(spec.optional_columns)):
+            raise TableSchemaError(
+                f"table {name} at {self.location(name)} lacks columns {missing}; it has {sorted(present)}"
+            )
+        self._check_types(name, schema, spec)
+        return missing
+
+    def _check_types(self, name: str, schema: T.StructType, spec: TableSpec) -> None:
         """Refuse a column whose stored type is another kind than the contract's (text for a number, ...);
         widths may differ (an int written as a long): the cast to the contract type is exact then."""
-        stored = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        stored = {f.name: f.dataType.simpleString() for f in schema.fields}
         wrong = []
         for column in spec.columns:
             have = stored.get(column.name)
@@ -298,6 +303,31 @@ class DeltaRsStore(TableStore):
         from jobs.warehouse import Warehouse
 
         return Warehouse("", {name: self.location(name)}).scan(name, columns, where)
+
+    def read_arrow(self, name: str, where: Any = None) -> pa.Table:
+        """:meth:`read` as Arrow, without Spark: the rows where ``where`` (a pyarrow dataset expression) holds, in
+        contract columns and types, after the same checks (a missing table or column, a column of the wrong kind).
+
+        The plan job reads a small fleet's inputs this way: Spark scans of a few small tables cost it more than
+        the planning (a 20-partition cluster: 11.0 -> 9.2 s end to end)."""
+        spec = ALL_TABLES[name]
+        if not self.exists(name):
+            if name in OUTPUT_TABLES:
+                return spec.arrow_schema().empty_table()
+            raise TableNotFoundError(f"table {name}: no Delta table at {self.location(name)}")
+        missing = self._check_columns(name, from_arrow_schema(self._log_schema(name)), spec)
+        rows = self.scan(name, [c for c in spec.column_names if c not in missing], where)
+        for column in missing:
+            rows = rows.append_column(column, pa.nulls(len(rows)))
+        return rows.select(spec.column_names).cast(spec.arrow_schema())
+
+    def _log_schema(self, name: str) -> pa.Schema:
+        from deltalake import DeltaTable
+
+        try:
+            return pa.schema(DeltaTable(self.location(name)).schema().to_arrow())
+        except Exception as exc:  # delta-rs: a truncated or corrupt log, a missing checkpoint, ...
+            raise unreadable(name, self.location(name), exc) from exc
 
     def read(self, name: str, version: int | None = None) -> DataFrame:
         from deltalake import DeltaTable

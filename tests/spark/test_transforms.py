@@ -156,3 +156,48 @@ def test_moves_columns_keeps_changed_partitions_in_contract_order(spark):
     assert actual.columns == MOVES.column_names
     row = actual.collect()
     assert len(row) == 1 and row[0]["to_replicas"] == [2, 1] and row[0]["to_leader"] == 2 and row[0]["epoch"] == 5
+
+
+def test_a_small_fleets_inputs_read_by_delta_rs_are_the_spark_scans(spark, warehouse):
+    """The plan job reads a small fleet's inputs with delta-rs (pipeline.SMALL_FLEET): the rows each worker gets
+    must be those of the Spark scans, with a plan in force (its plans and moves rows), a reassignment in flight,
+    a rate history with rows after the snapshot, and brokers written before the tags and taints columns."""
+    from jobs import cli, pipeline
+    from jobs.demo import DEMO_SNAPSHOT, generate_fleet
+    from jobs.history import plans_in_force, read_history
+    from jobs.store import DeltaRsStore, open_store
+    from schemas import BROKERS
+    from tests.conftest import write_with_delta_rs
+
+    later = DEMO_SNAPSHOT + dt.timedelta(hours=6)
+    for ts in (DEMO_SNAPSHOT, later):
+        fleet = generate_fleet(clusters=2, brokers=6, topics=4, partitions=24, seed=5, snapshot_ts=ts)
+        if ts == later:  # one partition mid-reassignment, and a rate measured after the snapshot
+            moving = fleet["partitions"].index[0]
+            fleet["partitions"].at[moving, "adding_replicas"] = [6]
+            fleet["partitions"].at[moving, "removing_replicas"] = [fleet["partitions"].at[moving, "replicas"][0]]
+            fleet["partitions"].at[moving, "replicas"] = [*fleet["partitions"].at[moving, "replicas"], 6]
+            write_with_delta_rs(
+                warehouse, "throughput", fleet["throughput"].assign(snapshot_ts=later + dt.timedelta(1))
+            )
+        for name, frame in fleet.items():
+            write_with_delta_rs(warehouse, name, frame.drop(columns=["tags", "taints"], errors="ignore"))
+        if ts == DEMO_SNAPSHOT:
+            assert cli.main(["plan", "--warehouse", warehouse, "--log-level", "WARNING"]) == 0
+    store = open_store(spark, warehouse)
+    if not isinstance(store, DeltaRsStore):
+        pytest.skip("the files are read with delta-rs only where it keeps the log")
+    snapshots = select_snapshots(store, None, None)
+    history = read_history(store, "next-run", list(snapshots))
+    assert set(plans_in_force(history, list(snapshots))) == {"cluster-1", "cluster-2"}
+
+    from_files, brokers = inputs.stacked_inputs_from_files(store, snapshots, plans_in_force(history, list(snapshots)))
+    scanned, scanned_brokers = pipeline.build_inputs(spark, store, snapshots, history, pipeline.SMALL_FLEET + 1)
+    handed = pipeline.build_inputs(spark, store, snapshots, history, pipeline.SMALL_FLEET)
+    assert set(from_files["source"].to_pylist()) == {"partition", "throughput", "previous", "previous_move"}
+    assert from_files["adding_replicas"].to_pylist().count([6]) == 1 and from_files["leader"].null_count
+    for ours, theirs in ((handed[0], scanned), (handed[1], scanned_brokers)):
+        assert_df_equality(
+            ours, theirs, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+        )  # the rows, not the comments
+    assert brokers.schema.names == BROKERS.column_names and brokers["tags"].null_count == len(brokers)
