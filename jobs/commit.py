@@ -33,9 +33,15 @@ log = logging.getLogger(__name__)
 
 
 def write_plan_tables(
-    store: TableStore, planned_df: DataFrame, outcomes: list[ClusterOutcome], run_id: str, metadata: dict[str, Any]
+    store: TableStore,
+    planned_df: DataFrame,
+    outcomes: list[ClusterOutcome],
+    run_id: str,
+    metadata: dict[str, Any],
+    few: bool = False,
 ) -> None:
-    """Append plans and moves for the committed clusters, skipping commits a crashed try already made.
+    """Append plans and moves for the committed clusters, skipping commits a crashed try already made
+    (``few``: a small fleet's rows, see :meth:`TableStore.append`).
 
     The two tables are written at the same time (two Spark jobs from two
     threads): no reader counts either before the plan_runs row exists, so
@@ -59,6 +65,7 @@ def write_plan_tables(
                 rows,
                 txns={txn_id(run_id, c): v for c, v in pending.items()},
                 metadata=metadata,
+                few=few,
             )
 
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="write") as pool:
@@ -138,6 +145,7 @@ def write_plan_runs(
                     spark.createDataFrame(pdf, PLAN_RUNS.spark_schema()),
                     metadata=metadata,
                     expect_version=ABSENT if expected is None else expected,
+                    few=True,  # a row per cluster
                 )
             return outcomes
         except ConcurrentCommitError as exc:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from jobs.store import TableStore
+from jobs.store import FEW_ROWS, TableStore
 from schemas import BROKERS, PARTITIONS, THROUGHPUT
 
 log = logging.getLogger("partition_planner.demo")
@@ -173,7 +173,9 @@ def write_inputs(store: TableStore, fleet: dict[str, pd.DataFrame], fleet_key: s
         if store.txn_version(name, app_id) == 1:
             continue
         df = store.spark.createDataFrame(frame[specs[name].column_names], specs[name].spark_schema())
-        store.append(name, df, txns={app_id: 1}, metadata={"writer": "partition-planner demo"})
+        store.append(
+            name, df, txns={app_id: 1}, metadata={"writer": "partition-planner demo"}, few=len(frame) <= FEW_ROWS
+        )
         log.info("demo wrote table=%s rows=%d", name, len(frame))
         wrote = True
     return wrote

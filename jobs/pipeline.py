@@ -41,13 +41,10 @@ from jobs.inputs import (
 from jobs.outcomes import ClusterOutcome, RunReport, already_done, planned_outcome
 from jobs.spark_planner import plan_requests, run_planner
 from jobs.stages import UsageError, stage
-from jobs.store import DeltaRsStore, TableStore
+from jobs.store import FEW_ROWS, DeltaRsStore, TableStore
 from schemas import BROKERS, PLAN_INPUT
 
 log = logging.getLogger(__name__)
-
-
-SMALL_FLEET = 100_000  # partition rows: a fleet this small has its inputs read by delta-rs, not Spark scans
 
 
 def build_inputs(
@@ -60,7 +57,7 @@ def build_inputs(
     to Spark whole: the Spark scans cost more than the planning there (20 partitions: 11.0 -> 9.2 s end to
     end). The group a worker gets is the same either way."""
     clusters = list(snapshots)
-    if isinstance(store, DeltaRsStore) and partitions <= SMALL_FLEET:
+    if isinstance(store, DeltaRsStore) and partitions <= FEW_ROWS:
         stacked, brokers = stacked_inputs_from_files(store, snapshots, plans_in_force(history, clusters))
         return spark.createDataFrame(stacked, PLAN_INPUT.spark_schema()), spark.createDataFrame(
             brokers, BROKERS.spark_schema()
@@ -122,7 +119,8 @@ def run_plan(
     if not todo:
         return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run, warnings)
 
-    inputs_df, brokers_df = build_inputs(spark, store, todo, history, sum(counts.get(c, 0) for c in todo))
+    partitions = sum(counts.get(c, 0) for c in todo)
+    inputs_df, brokers_df = build_inputs(spark, store, todo, history, partitions)
     planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
         outcomes = [
@@ -150,7 +148,7 @@ def run_plan(
         info["failed"] = sum(o.status == FAILED for o in outcomes)
     if not dry_run:
         metadata = {"run_id": run_id, "config_hash": config_hash, "tool": APP_ID_PREFIX}
-        write_plan_tables(store, planned_df, outcomes, run_id, metadata)
+        write_plan_tables(store, planned_df, outcomes, run_id, metadata, few=partitions <= FEW_ROWS)
         outcomes = write_plan_runs(spark, store, outcomes, history, run_id, started_at, metadata)
         remove_orphans(store, outcomes)
     planned_df.unpersist()

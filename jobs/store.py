@@ -42,6 +42,9 @@ from jobs.warehouse import add_new_columns, first_line, table_location
 from schemas import ALL_TABLES, OUTPUT_TABLES, TableSpec
 
 log = logging.getLogger(__name__)
+# rows a job reads or writes through the driver (delta-rs, pyarrow) rather than with Spark jobs: below this
+# the jobs' start-up costs more than moving the rows (one 20-partition cluster's plan: 11.0 -> 9.2 s)
+FEW_ROWS = 100_000
 
 STAGE_PREFIX = "stage-"
 MAX_STRING_STAT = 32
@@ -214,6 +217,7 @@ class TableStore(ABC):
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
         expect_version: int | None = None,
+        few: bool = False,
     ) -> int | None:
         """Append ``df`` in one atomic commit that also removes the rows ``supersede`` names and records
         the app transactions ``txns`` (app id -> version); a retried commit whose every app transaction is
@@ -221,7 +225,10 @@ class TableStore(ABC):
 
         ``expect_version``: optimistic concurrency. The commit lands only if the table is still at that
         version (``ABSENT``: does not exist yet); otherwise :class:`ConcurrentCommitError`, and nothing is
-        committed. Without it, concurrent appends both land (Delta's blind appends)."""
+        committed. Without it, concurrent appends both land (Delta's blind appends).
+
+        ``few``: the rows are few (a small fleet's plan, the run markers); a backend may collect them and
+        write their files from the driver, sparing a Spark write job."""
 
     @abstractmethod
     def delete_rows(self, name: str, predicate: str) -> int | None:
@@ -383,6 +390,7 @@ class DeltaRsStore(TableStore):
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
         expect_version: int | None = None,
+        few: bool = False,
     ) -> int | None:
         from deltalake import DeltaTable
         from deltalake.exceptions import CommitFailedError
@@ -401,7 +409,10 @@ class DeltaRsStore(TableStore):
         if kept is not None:
             out = out.unionByName(kept)
         stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
-        out.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(posixpath.join(uri, stage))
+        if few:
+            _write_from_driver(out.toArrow().cast(spec.arrow_schema()), posixpath.join(uri, stage), spec)
+        else:
+            out.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(posixpath.join(uri, stage))
         adds = _add_actions(uri, stage, spec)
         if not adds and not removes and not txns:
             return self.version(name)
@@ -528,6 +539,27 @@ def _path_key_column(col: Any) -> Any:
     return F.regexp_replace(F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), r"^/+", "")
 
 
+def _write_from_driver(rows: pa.Table, uri: str, spec: TableSpec) -> None:
+    """``rows`` as parquet files under ``uri``, laid out as Spark's writer lays them out (a hive folder per
+    partition value, the partition columns left out of the files, microsecond timestamps): a Spark write job
+    of a few thousand rows cost ~2 s, this a few milliseconds."""
+    import pyarrow.dataset as ds
+
+    fs, root = pafs.FileSystem.from_uri(uri)
+    partitioning = (
+        ds.partitioning(rows.select(list(spec.partition_by)).schema, flavor="hive") if spec.partition_by else None
+    )
+    ds.write_dataset(
+        rows,
+        root,
+        filesystem=fs,
+        format="parquet",
+        partitioning=partitioning,
+        basename_template=f"part-{uuid.uuid4().hex}-{{i}}.parquet",
+        existing_data_behavior="error",
+    )
+
+
 def _add_actions(uri: str, stage: str, spec: TableSpec) -> list[Any]:
     """One add action per parquet file Spark wrote under ``stage``, with stats from its footer."""
     from deltalake.transaction import AddAction
@@ -620,6 +652,7 @@ class DeltaSparkStore(TableStore):
         txns: Mapping[str, int] | None = None,
         metadata: Mapping[str, Any] | None = None,
         expect_version: int | None = None,
+        few: bool = False,
     ) -> int | None:
         if self.already_recorded(name, txns):
             return self.version(name)  # a retried commit

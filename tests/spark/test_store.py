@@ -38,11 +38,12 @@ def plan_rows(spark, cluster, version, run_id, n):
     return spark.createDataFrame(rows, PLANS.spark_schema())
 
 
-def test_partitioned_round_trip_time_travel_and_delta_rs_readback(spark, store, warehouse):
-    # Given two appends to the partitioned plans table
+@pytest.mark.parametrize("few", [False, True], ids=["spark-write", "few-rows"])
+def test_partitioned_round_trip_time_travel_and_delta_rs_readback(spark, store, warehouse, few):
+    # Given two appends to the partitioned plans table (few: files written from the driver, as Spark lays them out)
     first = plan_rows(spark, "a b:c", 1, "r1", 3).unionByName(plan_rows(spark, "c2", 1, "r1", 2))
-    assert store.append("plans", first) == 0
-    assert store.append("plans", plan_rows(spark, "c2", 2, "r2", 4)) == 1
+    assert store.append("plans", first, few=few) == 0
+    assert store.append("plans", plan_rows(spark, "c2", 2, "r2", 4), few=few) == 1
     # Then Spark reads the latest and the older version, partition values restored
     assert_df_equality(store.read("plans", version=0), first, ignore_row_order=True)
     assert store.read("plans").where("cluster_id = 'c2'").count() == 6
@@ -56,14 +57,16 @@ def test_partitioned_round_trip_time_travel_and_delta_rs_readback(spark, store, 
     assert str(pdf["snapshot_ts"].dtype) == "datetime64[us, UTC]"
 
 
-def test_supersede_replaces_rows_of_a_crashed_attempt_in_one_commit(spark, store):
-    store.append("plans", plan_rows(spark, "c1", 1, "committed-run", 2))
-    store.append("plans", plan_rows(spark, "c1", 2, "crashed-run", 5))  # never got its plan_runs row
+@pytest.mark.parametrize("few", [False, True], ids=["spark-write", "few-rows"])
+def test_supersede_replaces_rows_of_a_crashed_attempt_in_one_commit(spark, store, few):
+    store.append("plans", plan_rows(spark, "c1", 1, "committed-run", 2), few=few)
+    store.append("plans", plan_rows(spark, "c1", 2, "crashed-run", 5), few=few)  # never got its plan_runs row
     version = store.append(
         "plans",
         plan_rows(spark, "c1", 2, "retry", 3),
         supersede=Supersede({"c1": 2}),
         txns={"partition-planner/retry/c1": 2},
+        few=few,
     )
     runs = {r["run_id"]: r["count"] for r in store.read("plans").groupBy("run_id").count().collect()}
     assert runs == {"committed-run": 2, "retry": 3}
