@@ -32,12 +32,21 @@ test: $(STAMP) ## run the whole test suite (unit, Spark, end to end)
 test-unit: $(STAMP) ## only the pure assigner tests (no Spark)
 	$(BIN)/python -m pytest -q tests/unit
 
-bench: $(STAMP) package ## benchmarks: read side on the demo warehouse; small fleets against the Spark floor; job vs bare read+write at ~100k partitions; import of 100k partitions; every strategy at 10k and 1M
-	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_read_side.py --warehouse $(WAREHOUSE)
-	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_floor.py
-	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_plan.py
-	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python bench/bench_import.py
-	$(BIN)/python bench/bench_assigners.py
+FIGURES := bench/results/figures.jsonl
+BENCH := PYSPARK_PYTHON=$(abspath $(BIN))/python BENCH_FIGURES=$(abspath $(FIGURES)) $(BIN)/python
+
+bench: $(STAMP) package ## benchmarks, ending in one table of figures and goals: read side on the demo warehouse; small fleets against the Spark floor; the plan job vs bare read+write at 250k and 1M partitions; import of 100k partitions; every strategy at 10k and 1M
+	mkdir -p $(dir $(FIGURES)) && rm -f $(FIGURES)
+	$(BENCH) bench/bench_read_side.py --warehouse $(WAREHOUSE)
+	$(BENCH) bench/bench_floor.py
+	$(BENCH) bench/bench_plan.py --partitions 250000 --clusters 10 --repeat 3 --warmup 1
+	$(BENCH) bench/bench_plan.py --partitions 1000000 --clusters 100 --repeat 3 --warmup 1 --goal 1.5
+	$(BENCH) bench/bench_import.py
+	$(BENCH) bench/bench_assigners.py
+	$(BIN)/python bench/figures.py $(FIGURES)
+
+bench-readme: bench ## make bench, then write its table of figures into README.md (between the bench-table markers)
+	$(BIN)/python bench/figures.py $(FIGURES) --readme README.md
 
 AIRFLOW_VENV := .venv-airflow
 
@@ -68,4 +77,4 @@ clean: ## remove the venv, the demo warehouse and build output
 	rm -rf $(VENV) $(AIRFLOW_VENV) $(WAREHOUSE) dist build .pytest_cache .hypothesis .mypy_cache .ruff_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
-.PHONY: help install demo test test-unit test-airflow bench lint format package run sql-shell clean
+.PHONY: help install demo test test-unit test-airflow bench bench-readme lint format package run sql-shell clean

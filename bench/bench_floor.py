@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from figures import record
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "jobs.cli"]
 FLOOR = """
@@ -95,6 +97,7 @@ def main() -> int:
     floor = medians.pop("floor: SparkSession + applyInPandas of 20 rows")
     session = medians.pop("session only")
     print(f"\nsmall fleets against the Spark floor (median of {args.repeat}, interleaved): floor {floor:.1f} s")
+    record("the Spark floor: a session and one applyInPandas of 20 rows", f"{floor:.1f} s (start-up {session:.1f} s)")
     tiny = medians["plan --dry-run, one 20-partition cluster"]
     print(
         f"  where the 20-partition plan's {tiny:.1f} s go: Python, the JVM and a SparkSession {session:.1f} s; "
@@ -116,6 +119,7 @@ def main() -> int:
         )
         verdict = "ok" if ok else "OVER"
         print(f"  {name:<46} {seconds:6.1f} s  {seconds / floor:5.2f}x the floor  (goal {goal}: {verdict})")
+        record(name, f"{seconds:.1f} s, {seconds / floor:.2f}x the floor", goal, ok)
     return 0
 
 
