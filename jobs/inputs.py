@@ -8,6 +8,8 @@ cluster's stacked rows back into the planner's partition frame.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -17,9 +19,52 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.stages import NoSnapshotError, UsageError
+from jobs.config import Config
+from jobs.stages import NoSnapshotError, UsageError, stage
 from jobs.store import DeltaRsStore, TableStore
 from schemas import PLAN_INPUT
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a run plans from: each selected cluster's snapshot and its partition rows, the clusters refused
+    before planning (with the error to fail each with) and warnings about snapshots passed over."""
+
+    snapshots: dict[str, dt.datetime]
+    counts: dict[str, int]
+    refused: dict[str, str]
+    warnings: list[str]
+
+
+def pick_snapshots(
+    store: TableStore, config: Config, started_at: dt.datetime, as_of: dt.datetime | None, clusters: list[str] | None
+) -> Selection:
+    """The newest snapshot of each cluster (of ``clusters``, when given) at ``as_of``, else at the run's start
+    plus ``max_clock_skew``; refused where older than ``max_snapshot_age`` or larger than
+    ``max_partitions_per_cluster``; warned about where a later one was passed over or the config names a
+    cluster with none."""
+    with stage(store.spark, "select_snapshots") as info:
+        catalog = snapshot_catalog(store, as_of or started_at + config.max_clock_skew)
+        snapshots = choose_snapshots(catalog, as_of, clusters)
+        info["clusters"] = len(snapshots)
+    warnings = [
+        f"config [clusters.{c!r}] names a cluster with no snapshot in table partitions"
+        for c in sorted(set(config.cluster_overrides) - set(catalog))
+    ]
+    if as_of is None:
+        warnings += future_snapshots(catalog, started_at + config.max_clock_skew)
+    counts = partition_counts(store, snapshots)
+    if counts:
+        largest = max(counts, key=lambda c: (counts[c], c))
+        log.info("largest cluster group: %s with %d partitions", largest, counts[largest])
+    limit, max_age = config.max_partitions_per_cluster, config.max_snapshot_age
+    refused = {
+        **(oversized(counts, limit) if limit else {}),
+        **(stale_snapshots(snapshots, as_of or started_at, max_age) if max_age else {}),
+    }
+    return Selection(snapshots, counts, refused, warnings)
 
 
 def snapshot_catalog(

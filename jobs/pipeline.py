@@ -27,17 +27,7 @@ from jobs.history import (
     plans_in_force,
     read_history,
 )
-from jobs.inputs import (
-    at_snapshots,
-    choose_snapshots,
-    future_snapshots,
-    oversized,
-    partition_counts,
-    snapshot_catalog,
-    stacked_inputs,
-    stacked_inputs_from_files,
-    stale_snapshots,
-)
+from jobs.inputs import at_snapshots, pick_snapshots, stacked_inputs, stacked_inputs_from_files
 from jobs.outcomes import ClusterOutcome, RunReport, already_done, planned_outcome
 from jobs.spark_planner import plan_requests, run_planner
 from jobs.stages import UsageError, stage
@@ -68,15 +58,6 @@ def build_inputs(
     return stacked_inputs(store, snapshots, plans_df, moves_df), brokers_df
 
 
-def _size_limits(counts: dict[str, int], limit: int | None) -> dict[str, str]:
-    """Log the largest planning group (``counts``: partition rows per cluster); the clusters above ``limit``
-    partitions, with the error to fail them."""
-    if counts:
-        largest = max(counts, key=lambda c: (counts[c], c))
-        log.info("largest cluster group: %s with %d partitions", largest, counts[largest])
-    return oversized(counts, limit) if limit else {}
-
-
 def run_plan(
     spark: SparkSession,
     store: TableStore,
@@ -92,25 +73,12 @@ def run_plan(
     started_at = dt.datetime.now(dt.UTC)
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id is empty: give a non-empty id, or drop the flag to derive one")
-    with stage(spark, "select_snapshots") as info:
-        catalog = snapshot_catalog(store, as_of or started_at + config.max_clock_skew)
-        snapshots = choose_snapshots(catalog, as_of, clusters)
-        info["clusters"] = len(snapshots)
-    warnings = [
-        f"config [clusters.{c!r}] names a cluster with no snapshot in table partitions"
-        for c in sorted(set(config.cluster_overrides) - set(catalog))
-    ]
-    if as_of is None:
-        warnings += future_snapshots(catalog, started_at + config.max_clock_skew)
-    refused = (
-        stale_snapshots(snapshots, as_of or started_at, config.max_snapshot_age) if config.max_snapshot_age else {}
-    )
-    counts = partition_counts(store, snapshots)
-    refused = {**_size_limits(counts, config.max_partitions_per_cluster), **refused}
+    selection = pick_snapshots(store, config, started_at, as_of, clusters)
+    snapshots, warnings = selection.snapshots, selection.warnings
     config_hash = config.config_hash(list(snapshots), strategy)
     run_id = run_id or derive_run_id({c: config.cluster_hash(c, strategy) for c in snapshots}, snapshots)
     history = read_history(store, run_id, list(snapshots))
-    requests = plan_requests(config, snapshots, history, strategy, refused=refused)
+    requests = plan_requests(config, snapshots, history, strategy, refused=selection.refused)
     check_run_id_reuse(run_id, history, snapshots, {c: (r.strategy, r.config_hash) for c, r in requests.items()})
     log.info("run run_id=%s config_hash=%s clusters=%s dry_run=%s", run_id, config_hash, ",".join(snapshots), dry_run)
 
@@ -119,7 +87,7 @@ def run_plan(
     if not todo:
         return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run, warnings)
 
-    partitions = sum(counts.get(c, 0) for c in todo)
+    partitions = sum(selection.counts.get(c, 0) for c in todo)
     inputs_df, brokers_df = build_inputs(spark, store, todo, history, partitions)
     planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
