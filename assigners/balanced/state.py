@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +27,7 @@ from assigners.model import (
     positions,
     replica_matrix,
     row_any,
+    shared_ints,
     topic_codes,
 )
 from assigners.placement import Usage, may_replace, topic_move_counts
@@ -242,8 +245,9 @@ class GoalSearch:
         self._row_topic = self.topic[self.part]  # each row's topic
         # per row as lists, for the scalar rules a round asks thousands of times (a list item costs a
         # fraction of a numpy scalar's); the slots are kept in step with ``slot`` by set_row
-        self.part_of = _shared_ints(self.part)  # each row's partition
-        self._topic_of, self._slot_of = _shared_ints(self._row_topic), _shared_ints(self.slot)
+        # one int object per distinct value (model.shared_ints): 3M rows x 3 lists hold 8 bytes a row, not 36
+        self.part_of = shared_ints(self.part).tolist()  # each row's partition
+        self._topic_of, self._slot_of = shared_ints(self._row_topic).tolist(), shared_ints(self.slot).tolist()
         self._capped = {slot for slot, b in enumerate(view.eligible) if view.capped(b)}
         self._moved_from: dict[int, np.ndarray] = {}  # see moved_from
         self._live_rows: tuple[np.ndarray, np.ndarray] | None = None  # see rows_live_on
@@ -741,7 +745,8 @@ class GoalSearch:
 
 
 def _goal_loads_after(
-    goal: tuple[np.ndarray, list[float], list[float], list[float]], steps: list[tuple[int, int, bool, int, bool]]
+    goal: tuple[np.ndarray, list[float], Sequence[float], Sequence[float]],
+    steps: list[tuple[int, int, bool, int, bool]],
 ) -> dict[int, float]:
     """One goal's load (its load row, capacities, leader and follower amounts) on the brokers ``steps`` touch
     (:meth:`GoalSearch._steps_of`), after them; the amount in each role read inline: asked per option."""
@@ -757,23 +762,16 @@ def _goal_loads_after(
     return loads
 
 
-def _amount_lists(resources: list[Resource]) -> tuple[list[list[float]], list[list[float]]]:
-    """Per goal, each partition's amount as leader and as follower, as lists: one list per amount array, as
-    the goals share most of them (disk's leader and follower amounts are both the sizes, bytes in's the
-    rates; at 1M partitions a list is ~32 MB)."""
-    listed: dict[int, list[float]] = {}
-    for array in (a for r in resources for a in (r.leader, r.follower)):
-        if id(array) not in listed:
-            listed[id(array)] = array.tolist()
+def _amount_lists(resources: list[Resource]) -> tuple[list[Sequence[float]], list[Sequence[float]]]:
+    """Per goal, each partition's amount as leader and as follower, for scalar lookups: Python floats as a list
+    gives them, 8 bytes each (``array('d')``: a list of floats holds a 24-byte object per item, 183 -> 48 MiB
+    at 1M partitions), one per amount array, as the goals share most of them (disk's leader and follower
+    amounts are both the sizes, bytes in's the rates)."""
+    listed: dict[int, Sequence[float]] = {}
+    for values in (a for r in resources for a in (r.leader, r.follower)):
+        if id(values) not in listed:
+            listed[id(values)] = array("d", np.ascontiguousarray(values, dtype=float).tobytes())
     return [listed[id(r.leader)] for r in resources], [listed[id(r.follower)] for r in resources]
-
-
-def _shared_ints(values: np.ndarray) -> list[int]:
-    """``values.tolist()`` (non-negative ints) with one int object per distinct value: a row list of a
-    million-partition cluster then holds 8 bytes a row, not 36 (3M rows x 3 lists: ~0.3 GB of peak memory)."""
-    objects = np.arange(int(values.max(initial=-1)) + 1).astype(object)
-    shared: list[int] = objects[values].tolist()
-    return shared
 
 
 def _at(rows: np.ndarray, amounts: np.ndarray, row: int, amount: float) -> int:
