@@ -128,3 +128,31 @@ def test_an_unknown_key_in_a_strategy_section_is_named(tmp_path):
         match=r"unknown key planner\.balanced\.count_slak \(did you mean count_slack\?\); known keys here: .*load_",
     ):
         load_config(str(config))
+
+
+def test_the_readmes_bench_table_is_written_between_its_markers_and_nowhere_else(tmp_path):
+    """make bench-readme (bench/figures.py) replaces the README's table of figures, keeping every other line."""
+    import datetime as dt
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("figures", ROOT / "bench" / "figures.py")
+    assert spec is not None and spec.loader is not None
+    figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    text = README.read_text(encoding="utf-8")
+    assert text.count(figures.START) == 1 and text.count(figures.END) == 1
+    copy = tmp_path / "README.md"
+    copy.write_text(text, encoding="utf-8")
+    rows = [{"figure": "plan, tiny", "measured": "9.1 s", "goal": "<= 10 s", "ok": True}]
+    rows.append({"figure": "floor", "measured": "8.9 s", "goal": "", "ok": None})
+    figures.into_readme(copy, figures.table(rows), dt.date(2030, 1, 2))
+    written = copy.read_text(encoding="utf-8")
+    block = written.split(figures.START)[1].split(figures.END)[0]
+    assert "on 2030-01-02" in block and "| plan, tiny | 9.1 s | <= 10 s | ok |" in block
+    assert "| floor | 8.9 s | - |  |" in block and "export --out-dir" not in block  # the old table is gone
+    assert written.split(figures.START)[0] == text.split(figures.START)[0]  # before the block: unchanged
+    assert written.split(figures.END)[1] == text.split(figures.END)[1]  # after it: unchanged
+    unmarked = tmp_path / "unmarked.md"
+    unmarked.write_text("# no table here\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="no <!-- bench-table:start -->"):
+        figures.into_readme(unmarked, "", dt.date(2030, 1, 2))
