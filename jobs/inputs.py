@@ -262,6 +262,26 @@ def epoch_micros(ts: dt.datetime) -> int:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
+# Each source's PLAN_INPUT columns: the column of its table each is read from, and whether a null array there
+# reads as empty. Both ways of stacking (Spark scans, delta-rs for a small fleet) read these.
+SOURCE_COLUMNS: dict[str, dict[str, tuple[str, bool]]] = {
+    "partition": {
+        "replicas": ("replicas", False),
+        "leader": ("leader", False),
+        "size_bytes": ("size_bytes", False),
+        "adding_replicas": ("adding_replicas", True),
+        "removing_replicas": ("removing_replicas", True),
+    },
+    "throughput": {
+        "measured_ts": ("snapshot_ts", False),
+        "bytes_in": ("bytes_in_per_sec", False),
+        "bytes_out": ("bytes_out_per_sec", False),
+    },
+    "previous": {"replicas": ("replicas", False), "epoch": ("epoch", False), "cores": ("cores", True)},
+    "previous_move": {"replicas": ("from_replicas", False)},
+}
+
+
 def stacked_inputs(
     store: TableStore,
     snapshots: dict[str, dt.datetime],
@@ -272,25 +292,11 @@ def stacked_inputs(
     baselines of its moves), in one frame."""
     partitions = store.read("partitions").where(at_snapshots(snapshots))
     rates = store.read("throughput").where(at_snapshots(snapshots, "<="))
-    stacked = _as_plan_input(
-        partitions,
-        "partition",
-        replicas="replicas",
-        leader="leader",
-        size_bytes="size_bytes",
-        adding_replicas="coalesce(adding_replicas, array())",
-        removing_replicas="coalesce(removing_replicas, array())",
-    ).unionByName(
-        _as_plan_input(
-            rates, "throughput", measured_ts="snapshot_ts", bytes_in="bytes_in_per_sec", bytes_out="bytes_out_per_sec"
-        )
-    )
+    stacked = _as_plan_input(partitions, "partition").unionByName(_as_plan_input(rates, "throughput"))
     if plans_df is not None:
-        stacked = stacked.unionByName(
-            _as_plan_input(plans_df, "previous", replicas="replicas", epoch="epoch", cores="coalesce(cores, array())")
-        )
+        stacked = stacked.unionByName(_as_plan_input(plans_df, "previous"))
     if moves_df is not None:
-        stacked = stacked.unionByName(_as_plan_input(moves_df, "previous_move", replicas="from_replicas"))
+        stacked = stacked.unionByName(_as_plan_input(moves_df, "previous_move"))
     return stacked
 
 
@@ -303,42 +309,13 @@ def stacked_inputs_from_files(
     ours = ds.field("cluster_id").isin(list(snapshots))
     partitions = _per_cluster(store.read_arrow("partitions", ours), "snapshot_ts", chosen, pc.equal)
     rates = _per_cluster(store.read_arrow("throughput", ours), "snapshot_ts", chosen, pc.less_equal)
-    no_array = pa.scalar([], pa.list_(pa.int32()))
-    stacked = [
-        _as_plan_input_arrow(
-            partitions,
-            "partition",
-            replicas=partitions["replicas"],
-            leader=partitions["leader"],
-            size_bytes=partitions["size_bytes"],
-            adding_replicas=pc.coalesce(partitions["adding_replicas"], no_array),
-            removing_replicas=pc.coalesce(partitions["removing_replicas"], no_array),
-        ),
-        _as_plan_input_arrow(
-            rates,
-            "throughput",
-            measured_ts=rates["snapshot_ts"],
-            bytes_in=rates["bytes_in_per_sec"],
-            bytes_out=rates["bytes_out_per_sec"],
-        ),
-    ]
+    stacked = [_as_plan_input_arrow(partitions, "partition"), _as_plan_input_arrow(rates, "throughput")]
     if plans_in_force:
         planned = ds.field("cluster_id").isin(list(plans_in_force))
         versions, runs = ({c: last[i] for c, last in plans_in_force.items()} for i in (0, 1))
-        plans, moves = (
-            _per_cluster(_per_cluster(store.read_arrow(name, planned), "run_id", runs), "plan_version", versions)
-            for name in ("plans", "moves")
-        )
-        stacked.append(
-            _as_plan_input_arrow(
-                plans,
-                "previous",
-                replicas=plans["replicas"],
-                epoch=plans["epoch"],
-                cores=pc.coalesce(plans["cores"], no_array),
-            )
-        )
-        stacked.append(_as_plan_input_arrow(moves, "previous_move", replicas=moves["from_replicas"]))
+        for name, source in (("plans", "previous"), ("moves", "previous_move")):
+            rows = _per_cluster(_per_cluster(store.read_arrow(name, planned), "run_id", runs), "plan_version", versions)
+            stacked.append(_as_plan_input_arrow(rows, source))
     brokers = _per_cluster(store.read_arrow("brokers", ours), "snapshot_ts", chosen, pc.equal)
     return pa.concat_tables(stacked), brokers
 
@@ -354,12 +331,13 @@ def _per_cluster(rows: pa.Table, column: str, values: dict[str, Any], compare: A
     return rows.filter(pc.fill_null(compare(have, wanted), False))
 
 
-def _as_plan_input_arrow(rows: pa.Table, source: str, **columns: Any) -> pa.Table:
-    """:func:`_as_plan_input` in Arrow: ``rows`` as PLAN_INPUT rows of one source, empty where arrays are absent."""
-    n = len(rows)
+def _as_plan_input_arrow(rows: pa.Table, source: str) -> pa.Table:
+    """:func:`_as_plan_input` in Arrow."""
+    n, schema = len(rows), PLAN_INPUT.arrow_schema()
     picked = {"cluster_id": rows["cluster_id"], "source": pa.array([source] * n, pa.string()), "topic": rows["topic"]}
-    picked.update(partition=rows["partition"], **columns)
-    schema = PLAN_INPUT.arrow_schema()
+    picked["partition"] = rows["partition"]
+    for column, (read, empty_if_null) in SOURCE_COLUMNS[source].items():
+        picked[column] = pc.coalesce(rows[read], pa.scalar([], rows[read].type)) if empty_if_null else rows[read]
     empty = pa.array([[]] * n, pa.list_(pa.int32()))
     return pa.table(
         {
@@ -369,14 +347,15 @@ def _as_plan_input_arrow(rows: pa.Table, source: str, **columns: Any) -> pa.Tabl
     ).cast(schema)
 
 
-def _as_plan_input(df: DataFrame, source: str, **columns: str) -> DataFrame:
-    """``df``'s rows as PLAN_INPUT rows of one source: the keys, ``columns`` (SQL), null elsewhere.
+def _as_plan_input(df: DataFrame, source: str) -> DataFrame:
+    """``df``'s rows as PLAN_INPUT rows of one source: the keys, its :data:`SOURCE_COLUMNS`, null elsewhere.
 
     Arrays a source lacks are empty, not null: Spark's Arrow writer spends
     ~7 us on each null array (0.7 s per 100k rows, more than the scan).
     """
     picked = {"cluster_id": "cluster_id", "source": sql_string(source), "topic": "topic", "partition": "`partition`"}
-    picked.update(columns)
+    for column, (read, empty_if_null) in SOURCE_COLUMNS[source].items():
+        picked[column] = f"coalesce(`{read}`, array())" if empty_if_null else f"`{read}`"
     absent = {"array<int>": "array()"}
     return df.selectExpr(
         *[
