@@ -112,9 +112,6 @@ def _catalog_from_files(
     rows: Any, bound: dt.datetime | None
 ) -> dict[str, tuple[dt.datetime, dt.datetime | None, dt.datetime | None]]:
     """:func:`snapshot_catalog` of the (cluster_id, snapshot_ts in microseconds) rows, in Arrow."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     ts = rows["snapshot_ts"]
     if bound is None:
         chosen, beyond = ts, pa.nulls(len(ts), pa.int64())

@@ -541,8 +541,8 @@ def _path_key_column(col: Any) -> Any:
 
 def _write_from_driver(rows: pa.Table, uri: str, spec: TableSpec) -> None:
     """``rows`` as parquet files under ``uri``, laid out as Spark's writer lays them out (a hive folder per
-    partition value, the partition columns left out of the files, microsecond timestamps): a Spark write job
-    of a few thousand rows cost ~2 s, this a few milliseconds."""
+    partition value, the partition columns left out of the files, microsecond timestamps): the demo's write
+    stages, collect and commit included, 2.0 -> 0.9 s each."""
     import pyarrow.dataset as ds
 
     fs, root = pafs.FileSystem.from_uri(uri)
