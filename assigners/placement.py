@@ -44,9 +44,9 @@ class Usage:
         """``matrix``: the assignment's replica matrix, where the caller has it already."""
         self.view = view
         self.uncapped = not view.has_caps  # then every broker has room: asked per candidate, answered at once
+        self.sizes_array = np.ascontiguousarray(sizes, dtype=np.int64)
         # Python ints on lookup, 8 bytes each (a list holds an int object per partition: 38 -> 8 MB at 1M)
-        self.sizes = array("q", np.ascontiguousarray(sizes, dtype=np.int64).tobytes())
-        self.sizes_array = np.asarray(sizes, dtype=np.int64)
+        self.sizes = array("q", self.sizes_array.tobytes())
         self.count = dict.fromkeys(view.eligible, 0)
         self.disk = dict.fromkeys(view.eligible, 0)
         if not any(assignment):

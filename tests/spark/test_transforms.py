@@ -165,7 +165,7 @@ def test_a_small_fleets_inputs_read_by_delta_rs_are_the_spark_scans(spark, wareh
     from jobs import cli, pipeline
     from jobs.demo import DEMO_SNAPSHOT, generate_fleet
     from jobs.history import plans_in_force, read_history
-    from jobs.store import FEW_ROWS, DeltaRsStore, open_store
+    from jobs.store import DeltaRsStore, open_store
     from schemas import BROKERS
     from tests.conftest import write_with_delta_rs
 
@@ -192,8 +192,8 @@ def test_a_small_fleets_inputs_read_by_delta_rs_are_the_spark_scans(spark, wareh
     assert set(plans_in_force(history, list(snapshots))) == {"cluster-1", "cluster-2"}
 
     from_files, brokers = inputs.stacked_inputs_from_files(store, snapshots, plans_in_force(history, list(snapshots)))
-    scanned, scanned_brokers = pipeline.build_inputs(spark, store, snapshots, history, FEW_ROWS + 1)
-    handed = pipeline.build_inputs(spark, store, snapshots, history, FEW_ROWS)
+    scanned, scanned_brokers = pipeline.build_inputs(spark, store, snapshots, history, few=False)
+    handed = pipeline.build_inputs(spark, store, snapshots, history, few=True)
     assert set(from_files["source"].to_pylist()) == {"partition", "throughput", "previous", "previous_move"}
     assert from_files["adding_replicas"].to_pylist().count([6]) == 1 and from_files["leader"].null_count
     for ours, theirs in ((handed[0], scanned), (handed[1], scanned_brokers)):
