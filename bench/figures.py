@@ -39,13 +39,33 @@ def table(rows: list[dict[str, object]]) -> str:
 
 def into_readme(readme: Path, block: str, day: dt.date) -> None:
     """Replace what lies between the README's two markers with ``block`` and the day it was measured."""
+    if not readme.is_file():
+        raise SystemExit(f"{readme}: no such file to write the table into")
     text = readme.read_text(encoding="utf-8")
     if START not in text or END not in text:
         raise SystemExit(f"{readme}: no {START} ... {END} block to write the table into")
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
     note = f"Measured by `make bench` on {day.isoformat()} (2 cores); `make bench-readme` measures and writes it again."
-    readme.write_text(f"{head}{START}\n{note}\n\n{block}\n{END}{tail}", encoding="utf-8")
+    written = readme.with_name(f".{readme.name}.bench")  # then renamed over it: never half-written
+    written.write_text(f"{head}{START}\n{note}\n\n{block}\n{END}{tail}", encoding="utf-8")
+    written.replace(readme)
+
+
+def read_rows(path: Path) -> list[dict[str, object]]:
+    """The figures recorded in ``path``, one JSON object a line."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}: line {number} is not a recorded figure ({exc.msg})") from None
+        if not isinstance(row, dict) or set(row) != {"figure", "measured", "goal", "ok"}:
+            raise SystemExit(f"{path}: line {number} is not a recorded figure (figure, measured, goal, ok)")
+        rows.append(row)
+    return rows
 
 
 def main() -> int:
@@ -55,14 +75,22 @@ def main() -> int:
     args = parser.parse_args()
     path = Path(args.figures)
     if not path.exists():
-        print(f"{path}: no figures recorded (run make bench)", file=sys.stderr)
+        print(f"figures: error: {path}: no figures recorded (run make bench)", file=sys.stderr)
         return 2
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    block = table(rows)
-    print(f"\nthe bench table ({len(rows)} figures)\n{block}")
-    if args.readme:
-        into_readme(Path(args.readme), block, dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date())
-        print(f"written into {args.readme}")
+    try:
+        rows = read_rows(path)
+        block = table(rows)
+        if args.readme:
+            into_readme(Path(args.readme), block, dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date())
+    except SystemExit as exc:
+        print(f"figures: error: {exc}", file=sys.stderr)
+        return 2
+    shown = f"\nthe bench table ({len(rows)} figures)\n{block}"
+    try:
+        print(shown + (f"\nwritten into {args.readme}" if args.readme else ""))
+    except BrokenPipeError:  # a reader that stopped early (| head) is no error; as jobs.cli does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
     return 0
 
 

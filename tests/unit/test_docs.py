@@ -156,3 +156,7 @@ def test_the_readmes_bench_table_is_written_between_its_markers_and_nowhere_else
     unmarked.write_text("# no table here\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="no <!-- bench-table:start -->"):
         figures.into_readme(unmarked, "", dt.date(2030, 1, 2))
+    garbled = tmp_path / "figures.jsonl"
+    garbled.write_text('{"figure": "a", "measured": "1 s", "goal": "", "ok": null}\n[1]\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match="line 2 is not a recorded figure"):
+        figures.read_rows(garbled)
