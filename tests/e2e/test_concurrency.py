@@ -88,7 +88,8 @@ def test_overlapping_runs_claim_distinct_versions_or_fail_cleanly(spark, warehou
             assert proc.returncode in (0, 1), (what, proc.stderr[-2000:])
             if proc.returncode == 1:
                 failed = [line for line in proc.stdout.splitlines() if " failed " in line]
-                assert failed and all("meanwhile; rerun" in line for line in failed), (what, proc.stdout)
+                told = (what, proc.stdout, proc.stderr[-3000:])  # stderr: a crash's traceback, to find its cause
+                assert failed and all("meanwhile; rerun" in line for line in failed), told
         committed = check_tables(warehouse)
         assert len(committed) > committed_before, f"{what}: nothing committed"
         committed_before = len(committed)
