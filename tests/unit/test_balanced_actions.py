@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import Constraints
+from assigners.balanced import goals
 from assigners.balanced.actions import (
     CANDIDATES,
     LedHere,
@@ -27,7 +28,7 @@ from assigners.balanced.actions import (
     transfer_chains,
     transfers,
 )
-from assigners.balanced.goals import heaviest, lightest_fixing
+from assigners.balanced.goals import _screened_swaps, heaviest, lightest_fixing
 from assigners.balanced.state import GoalSearch
 from assigners.balanced.strategy import _resources
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
@@ -137,6 +138,27 @@ def test_each_listed_option_lowers_the_top_broker_and_is_keyed_by_what_it_does(k
             assert cost == pytest.approx(copied if not not_fixing else copied / gain)
             seen.add((kind_of, not_fixing))
     assert {(0, 1.0), (2, 1.0)} <= seen  # transfers and swaps short of the threshold, on every cluster
+
+
+@pytest.mark.parametrize("kind, seed", [("drifted", 3), ("uneven_racks", 1), ("rf_gt_racks", 2)])
+def test_the_second_screen_lists_the_lowest_peak_swaps_of_those_the_rules_allow(kind, seed, monkeypatch):
+    # the second screen of improve_screened stands for: the first screen's ranking of every swap (lowest peak
+    # first), cut to those GoalSearch.legal allows, the first CANDIDATES of each (replica, partner) kept
+    search = settled_search(kind, 12, 1000, seed)
+    refused = listed = 0
+    for k in range(len(search.resources)):
+        top = int(np.argmax(search.load[k]))
+        mine = search.rows_on(top)
+        for r in heaviest(search, k, mine[search.amount(k, mine) > 0], 4):
+            for c in [c for c in range(len(search.brokers)) if c != top]:
+                second = _screened_swaps(search, k, r, top, c, {})
+                with monkeypatch.context() as m:
+                    m.setattr(goals, "CANDIDATES", 10**6)
+                    ranked = _screened_swaps(search, k, r, top, c)
+                legal = [o for o in ranked if search.legal(o[-1])]
+                assert second == legal[:CANDIDATES], (k, r, c)
+                refused, listed = refused + len(ranked) - len(legal), listed + len(second)
+    assert refused and listed  # the rules refuse some swaps and allow others: the cut is what is tested
 
 
 def _round_options(search: GoalSearch, k: int) -> list:
