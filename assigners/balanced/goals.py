@@ -282,16 +282,14 @@ def _screened_swaps(
     """
     lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
     rows, amounts = search.by_role(k, c)[int(lead)]
-    legal = None
-    if returns is not None:  # GoalSearch.legal for a swap, for all of c's rows at once
+    lighter, legal = int(amounts.searchsorted(mine, "left")), None
+    if returns is not None:
         if not search.may_step(r, c):
-            return []
-        if (legal := returns.get((c, lead))) is None:
-            legal = returns[c, lead] = np.fromiter((search.may_step(q, top) for q in rows.tolist()), bool, len(rows))
-    lighter = int(amounts.searchsorted(mine, "left"))
+            return []  # before the partner's return steps are listed: no swap sends r there
+        if (onto_top := returns.get((c, lead))) is None:
+            onto_top = returns[c, lead] = search.steps_onto(rows, top)
+        legal = search.swaps_legal(r, c, rows[:lighter], onto_top[:lighter])
     rows, amounts = rows[:lighter], amounts[:lighter]
-    if legal is not None:  # and never two replicas of one topic: that would move it A->B and B->A
-        legal = legal[:lighter] & (search.topic[search.part[rows]] != search.topic[search.part[r]])
     if (rules := search.placement) is not None:  # only swaps the placement rules allow both ways
         if not rules.may_move(int(search.part[r]), search.broker_ids[c]):
             return []
