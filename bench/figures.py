@@ -88,7 +88,7 @@ def main() -> int:
     shown = f"\nthe bench table ({len(rows)} figures)\n{block}"
     try:
         print(shown + (f"\nwritten into {args.readme}" if args.readme else ""))
-    except BrokenPipeError:  # a reader that stopped early (| head) is no error; as jobs.cli does
+    except BrokenPipeError:  # a reader that stopped early (| head): quiet as in jobs.cli, but exit 0 (all was done)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
     return 0
