@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.errors import CapacityExhaustedError, InsufficientBrokersError, InvalidInputError
-from assigners.model import PAD, ClusterView, Constraints, PlacementRule, replica_matrix, same_sets
+from assigners.model import PAD, ClusterView, Constraints, PlacementRule, pad_to, replica_matrix, row_all, same_sets
 from assigners.placement import Usage, keep_valid
 
 NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
@@ -68,6 +68,15 @@ class Placement:
             return np.zeros(len(parts), dtype=bool)
         ok: np.ndarray = ~self.frozen[parts] & self._table[:, new][self._codes[parts]]
         return ok
+
+    def may_move_each(self, parts: np.ndarray, brokers: np.ndarray) -> np.ndarray:
+        """:meth:`may_move` of each partition of ``parts`` onto the broker beside it in ``brokers``."""
+        span = self._table.shape[1]
+        inside = brokers < span
+        ok = np.zeros(len(parts), dtype=bool)
+        ok[inside] = self._table[self._codes[parts[inside]], brokers[inside]]
+        allowed: np.ndarray = ok & ~self.frozen[parts]
+        return allowed
 
     def breaks(self, matrix: np.ndarray) -> np.ndarray:
         """Per partition (a replica matrix's rows): does it hold a replica on a broker its rule forbids?"""
@@ -354,21 +363,16 @@ def enforce_placement(
     whose change the rules force (the move budget never defers them)."""
     current = partitions["current"].tolist()
     rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
-    usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view)
-    moved_off: dict[tuple[int, int], int] = {}  # (rule, broker) -> replicas moved off it
     frozen_kept, forced = 0, set()
     topics, numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
-    ranking = _Ranking(usage, view)
-    live_breaks = placement.breaks(replica_matrix(current))
-    for i in np.flatnonzero(live_breaks).tolist():  # what the live layout breaks: the repairs the notes name
-        for b in current[i]:
-            if b not in placement.allowed_of(i) and b in view.eligible_set:
-                key = (int(placement.rule_of[i]), b)
-                moved_off[key] = moved_off.get(key, 0) + 1
-    for i in np.flatnonzero(placement.breaks(replica_matrix(rows)) | placement.frozen).tolist():
+    live, planned = replica_matrix(current), replica_matrix(rows)
+    notes = _live_repairs(live, current, view, placement)
+    todo = _to_repair(planned, live, current, rf, view, placement)
+    if todo.any():  # a plan that keeps the rules already (a check, as most calls are) builds nothing more
+        usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view, planned)
+        ranking = _Ranking(usage, view)
+    for i in np.flatnonzero(todo).tolist():
         allowed, frozen = placement.allowed_of(i), bool(placement.frozen[i])
-        if frozen and rows[i] == current[i] and _stays(current[i], rf[i], allowed, view):
-            continue
         base = current[i] if frozen else rows[i]
         kept = keep_valid([b for b in base if b in allowed], rf[i], view)
         if frozen and kept == list(current[i]):
@@ -385,25 +389,51 @@ def enforce_placement(
             usage.add(i, b)
             ranking.update(b)
         rows[i] = new
-    notes = []
-    if moved_off:
-        by_rule: dict[int, list[str]] = {}
-        for (r, b), n in sorted(moved_off.items()):
-            by_rule.setdefault(r, []).append(f"{n} on broker {b}")
-        listed = "; ".join(
-            f"{placement.describe(r)}: "
-            + ", ".join(on[:LISTED])
-            + (f" and {len(on) - LISTED} more brokers" if len(on) > LISTED else "")
-            for r, on in by_rule.items()
-        )
-        total = sum(moved_off.values())
-        notes.append(
-            f"placement rules: {total} live replicas sit on brokers their topic may not use, moved off: {listed}"
-        )
     if frozen_kept:
         noun = "partition" if frozen_kept == 1 else "partitions"
         notes.append(f"frozen topics: {frozen_kept} {noun} the strategy would move kept where they are")
     return notes, frozenset(forced)
+
+
+def _to_repair(
+    planned: np.ndarray,
+    live: np.ndarray,
+    current: list[list[int]],
+    rf: list[int],
+    view: ClusterView,
+    placement: Placement,
+) -> np.ndarray:
+    """Per partition: does :func:`enforce_placement` change it? Where the plan breaks a rule, and where a frozen
+    partition is planned otherwise than live (its leader too) or its live replicas may not all stay."""
+    width = max(live.shape[1], planned.shape[1])
+    as_live = placement.frozen & row_all(pad_to(planned, width) == pad_to(live, width))
+    todo: np.ndarray = placement.breaks(planned) | (placement.frozen & ~as_live)
+    for i in np.flatnonzero(as_live).tolist():
+        todo[i] = not _stays(current[i], rf[i], placement.allowed_of(i), view)
+    return todo
+
+
+def _live_repairs(live: np.ndarray, current: list[list[int]], view: ClusterView, placement: Placement) -> list[str]:
+    """The note naming the live replicas on brokers their topic may not use (the repairs), per rule and broker."""
+    moved_off: dict[tuple[int, int], int] = {}  # (rule, broker) -> replicas moved off it
+    for i in np.flatnonzero(placement.breaks(live)).tolist():
+        for b in current[i]:
+            if b not in placement.allowed_of(i) and b in view.eligible_set:
+                key = (int(placement.rule_of[i]), b)
+                moved_off[key] = moved_off.get(key, 0) + 1
+    if not moved_off:
+        return []
+    by_rule: dict[int, list[str]] = {}
+    for (r, b), n in sorted(moved_off.items()):
+        by_rule.setdefault(r, []).append(f"{n} on broker {b}")
+    listed = "; ".join(
+        f"{placement.describe(r)}: "
+        + ", ".join(on[:LISTED])
+        + (f" and {len(on) - LISTED} more brokers" if len(on) > LISTED else "")
+        for r, on in by_rule.items()
+    )
+    total = sum(moved_off.values())
+    return [f"placement rules: {total} live replicas sit on brokers their topic may not use, moved off: {listed}"]
 
 
 class _Ranking:

@@ -153,7 +153,7 @@ class GoalSearch:
         for k, r in enumerate(resources):
             np.add.at(self.load[k], self.slot, self.row_amount[k] / r.capacity[self.slot])
         # per goal, what loads_after reads (the load rows are views: they follow every step)
-        self._goal_rows = list(zip(self.load, self.capacity, self.as_leader, self.as_follower))
+        self.goal_rows = list(zip(self.load, self.capacity, self.as_leader, self.as_follower))
         self.first_row = np.searchsorted(self.part, np.arange(len(replicas) + 1))  # a partition's rows are contiguous
         by_slot = argsort_small(self.slot)  # stable: each slot's rows ascending
         ends = np.searchsorted(self.slot[by_slot], np.arange(len(self.brokers) + 1))
@@ -446,14 +446,21 @@ class GoalSearch:
                 self.placement, follower if leader is None else leader, follower, self.live.lists, self.broker_ids
             )
         best: tuple[list[str], float] = ([], 0.0)
+        # what the followers of any k racks carry, and the smallest n leader amounts: the same for many sets
+        by_k: dict[int, float] = {}
+        by_leaders: dict[int, float] = {}
+        in_rack = self.rack_of[None, :] == np.arange(len(self.racks))[:, None]  # rack x slot
         for racks in self._rack_sets(smallest):
-            need = np.maximum(self.required - (len(smallest) - len(racks)), 0)
-            slots = np.isin(self.rack_of, racks)
-            carried = float(need @ follower)
+            k = len(racks)
+            if k not in by_k:
+                by_k[k] = float(np.maximum(self.required - (len(smallest) - k), 0) @ follower)
+            slots = in_rack[racks].any(axis=0)
+            carried = by_k[k]
             if extra is not None and lead_low is not None:
                 leaders = min(int(lead_low[slots].sum()), len(extra))
-                if leaders:  # the smallest ``leaders`` amounts, without sorting a million of them
-                    carried += float(np.partition(extra, leaders - 1)[:leaders].sum())
+                if leaders and leaders not in by_leaders:  # without sorting a million of them
+                    by_leaders[leaders] = float(np.partition(extra, leaders - 1)[:leaders].sum())
+                carried += by_leaders.get(leaders, 0.0)
             room = float(room_of[racks].sum())
             floor = carried / room if room > 0 else 0.0
             if most is not None:
@@ -588,7 +595,7 @@ class GoalSearch:
     def loads_after(self, change: Change) -> list[dict[int, float]]:
         """Every goal's load on the brokers ``change`` touches, after it."""
         steps = self._steps_of(change)
-        return [_goal_loads_after(goal, steps) for goal in self._goal_rows]
+        return [_goal_loads_after(goal, steps) for goal in self.goal_rows]
 
     def _steps_of(self, change: Change) -> list[tuple[int, int, bool, int, bool]]:
         """Per step: (partition, slot it leaves, led there, slot it goes to, leads there)."""
@@ -609,7 +616,7 @@ class GoalSearch:
         back to it start from a worse layout (the e2e fleet's cluster-1: bytes
         in 1.061x -> 1.130x the bound, the load 1.233x -> 1.265x).
         """
-        limits = self._goal_limits() if self.any_forced else None
+        limits = self.goal_limits() if self.any_forced else None
         for j in range(k):
             limit = self.target(j) * (1 + 1e-9) if limits is None else limits[j]
             for b, value in after[j].items():
@@ -617,7 +624,7 @@ class GoalSearch:
                     return False
         return True
 
-    def _goal_limits(self) -> list[float]:
+    def goal_limits(self) -> list[float]:
         """Per goal, how high a broker's load may rise: its threshold, or its peak where that is above; kept
         until the next step."""
         if self._limits[0] != self.steps:
@@ -637,7 +644,7 @@ class GoalSearch:
         10k bench, 707 of 711 pairs), and their limits are kept until a step.
         """
         steps = self._steps_of(change)
-        for goal, limit in zip(self._goal_rows, self._goal_limits()):  # a goal at a time: most fail on the first
+        for goal, limit in zip(self.goal_rows, self.goal_limits()):  # a goal at a time: most fail on the first
             for value in _goal_loads_after(goal, steps).values():
                 if not value <= limit:
                     return False
@@ -697,7 +704,7 @@ class GoalSearch:
         i, old_slot, was_lead = self.part_of[row], self._slot_of[row], bool(self.lead[row])
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
-        for (load, capacity, as_leader, as_follower), amounts in zip(self._goal_rows, self.row_amount):
+        for (load, capacity, as_leader, as_follower), amounts in zip(self.goal_rows, self.row_amount):
             leader, follower = as_leader[i], as_follower[i]
             load[old_slot] -= (leader if was_lead else follower) / capacity[old_slot]
             load[slot] += (leader if lead else follower) / capacity[slot]

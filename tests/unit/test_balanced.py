@@ -19,9 +19,10 @@ from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.strategy import _resources
-from assigners.balanced.undo import undo_needless_moves
-from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+from assigners.balanced.undo import PairLoads, pair_groups, undo_needless_moves
+from assigners.model import ClusterView, PlacementRule, prepare_brokers, prepare_partitions
 from assigners.placement import Usage, keep_valid_each
+from assigners.policies import enforce_placement, resolve_placement
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.oracle import best_loads, fewest_moves
 from tests.unit.scenarios import scenario
@@ -486,12 +487,9 @@ def search_at(kind: str, n_brokers: int, n_parts: int, seed: int) -> GoalSearch:
     return GoalSearch(replicas, live, view, _resources(prepared, prepared_brokers, view), Constraints())
 
 
-def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves_a_count_band():
-    # two followers of different topics trade brokers within one rack: counts stay, and either replica
-    # going back alone would take a broker out of its band, so only the pair puts the live layout back
-    search = search_at("drifted", 12, 1000, 3)
-    live = [list(r) for r in search.replicas]
-    peaks = [float(search.load[k].max()) for k in range(len(search.resources))]
+def needless_swap(search: GoalSearch) -> tuple[int, int]:
+    """Two followers of different topics on two brokers of one rack (neither the hottest of any goal), whose
+    undo alone would take a count out of its band, swapped; their rows."""
     hottest = {int(np.argmax(search.load[k])) for k in range(len(search.resources))}
     undo_alone_leaves_band = [
         (a, b)
@@ -512,6 +510,16 @@ def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves
         if a not in search.replicas[search.part[r]] and search.topic[search.part[r]] != search.topic[search.part[p]]
     )
     search.apply_steps(((p, b, False, True), (q, a, False, True)))
+    return p, q
+
+
+def test_a_swap_nothing_needs_is_undone_as_a_pair_where_either_undo_alone_leaves_a_count_band():
+    # two followers of different topics trade brokers within one rack: counts stay, and either replica
+    # going back alone would take a broker out of its band, so only the pair puts the live layout back
+    search = search_at("drifted", 12, 1000, 3)
+    live = [list(r) for r in search.replicas]
+    peaks = [float(search.load[k].max()) for k in range(len(search.resources))]
+    needless_swap(search)
     assert search.replicas != live
     assert undo_needless_moves(search) == 2
     assert search.replicas == live
@@ -859,3 +867,85 @@ def test_issue_38_forced_racks_within_5_percent_of_the_solvers_best():
     gaps = [have / solver for have, solver in zip(mine, best)]
     print("\nracks 4/2/2, plan / solver's best per goal:", [round(float(g), 3) for g in gaps])
     assert max(gaps) <= 1.05
+
+
+@pytest.mark.parametrize(
+    "kind, n_brokers, seed, rules",
+    # with rules: pairs whose leader counts alone refuse them, pairs that pass them with one leading; without
+    [("broker_added", 12, 7, True), ("skewed", 16, 6, True), ("uneven_racks", 16, 1, False)],
+)
+def test_the_pair_undos_prefilter_answers_as_harmless_checks_loads_rules_and_leader_counts(
+    kind, n_brokers, seed, rules
+):
+    # undo.PairLoads answers for all pairs at once what GoalSearch.harmless refuses most pairs on, so the pair
+    # undos ask harmless only of the rest: checked pair by pair against those checks stated one at a time
+    # (every goal's load after both steps within its limit, both moves allowed by the placement rules, the
+    # leader counts in their bands), after a goal pass on a cluster with placement rules (a broker set, a
+    # tainted broker, a frozen group: undos of forced repairs are many) and on one without
+    brokers, parts = scenario(kind, n_brokers, 1000, seed=seed)
+    constraints = (
+        Constraints(
+            broker_tags={b: {"tier": "ssd" if b % 2 else "hdd"} for b in range(1, n_brokers + 1)},
+            broker_taints={n_brokers: ("dedicated=payments",)},
+            placement=(
+                PlacementRule("t00[0-4]", require_tags={"tier": "ssd"}, tolerations=("dedicated",)),
+                PlacementRule("t05[0-9]", frozen=True),
+            ),
+        )
+        if rules
+        else Constraints()
+    )
+    prepared_brokers, prepared = prepare_brokers(brokers, constraints), prepare_partitions(parts, constraints)
+    view = ClusterView.from_brokers(prepared_brokers, constraints)
+    placement = resolve_placement(constraints, prepared, view)
+    replicas = keep_valid_each([list(r) for r in prepared["preferred"]], prepared["rf"].tolist(), view, True)
+    if placement is not None:
+        enforce_placement(replicas, prepared, view, placement)
+    settle(replicas, prepared, view, since=prepared["current"].tolist(), placement=placement)
+    search = GoalSearch(replicas, prepared, view, _resources(prepared, prepared_brokers, view), constraints)
+    search.batch = searches.BATCH
+    for resource in search.resources:
+        balance_goal(search, resource)
+
+    def passes(change) -> bool:
+        limits = search.goal_limits()
+        if any(v > limit for after, limit in zip(search.loads_after(change), limits) for v in after.values()):
+            return False
+        if placement is not None and not all(
+            placement.may_move(int(search.part[row]), int(search.brokers[slot])) for row, slot, _, _ in change
+        ):
+            return False
+        (u_row, u_slot, _, _), (o_row, _, _, _) = change
+        if search.lead[u_row] == search.lead[o_row]:
+            return True
+        gives = int(search.slot[u_row]) if search.lead[u_row] else u_slot  # the slot that loses a leader
+        takes = u_slot if search.lead[u_row] else int(search.slot[u_row])
+        return search.count_ok(search.leaders, 1, gives, -1) and search.count_ok(search.leaders, 1, takes, +1)
+
+    groups = pair_groups(search)
+    loads = PairLoads(search, groups)
+    answers = []
+    for n, (_, undos, opposite) in enumerate(groups):
+        for u, (_, undo) in enumerate(undos):
+            fits = loads.fits(n, u)
+            assert fits is not None  # nothing applied: every answer still known
+            for o, (_, second) in enumerate(opposite):
+                assert bool(fits[o]) == passes((undo, second)), (undo, second)
+                answers.append(bool(fits[o]))
+    assert len(answers) >= 20 and not all(answers), len(answers)
+
+
+def test_the_pair_undos_prefilter_keeps_the_pair_a_needless_swap_leaves():
+    # the other side of undo.PairLoads: a swap nothing needs (test above) is a pair harmless() accepts, and
+    # the prefilter keeps it
+    search = search_at("drifted", 12, 1000, 3)
+    p, q = needless_swap(search)
+    groups = pair_groups(search)
+    loads = PairLoads(search, groups)
+    (n, (_, undos, opposite)) = next((n, g) for n, g in enumerate(groups) if p in dict(g[1]) or p in dict(g[2]))
+    if p not in dict(undos):
+        p, q = q, p
+    u, o = [row for row, _ in undos].index(p), [row for row, _ in opposite].index(q)
+    assert search.harmless((undos[u][1], opposite[o][1]))
+    fits = loads.fits(n, u)
+    assert fits is not None and fits[o]
