@@ -61,6 +61,8 @@ def donate(
     take = {b: math.floor(share[b]) - len(held[b]) for b in sorted(new)}
     mean = sum(load.values()) / sum(capacity.values())
     givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
+    if _racks_fall_short(live, view, {b: len(held[b]) - math.ceil(share[b]) for b in givers}, take):
+        return None
     for old in givers:
         give = len(held[old]) - math.ceil(share[old])
         if give <= 0:
@@ -81,3 +83,19 @@ def donate(
             take[to] -= 1
             load[to] += amount
     return replicas
+
+
+def _racks_fall_short(live: list[list[int]], view: ClusterView, give: dict[int, int], take: dict[int, int]) -> bool:
+    """Where every partition has a replica in every rack (the rack rule pins them), a donation stays in its rack:
+    does some rack's old brokers have more to give than its new brokers may take? Then :func:`donate` fails, as
+    it would after thousands of donations (RF 3 over racks of 17, 17 and 16 brokers: the shares are the
+    cluster's, which the smallest rack's brokers cannot come down to; 40 ms at 10k partitions)."""
+    rf = np.fromiter(map(len, live), dtype=np.int64, count=len(live))
+    if view.n_domains < 2 or not ((rf == view.n_domains) & (view.required_domains_each(rf) == rf)).all():
+        return False
+    short: dict[str, int] = {}
+    for b, n in give.items():
+        short[view.domain_of[b]] = short.get(view.domain_of[b], 0) + max(n, 0)
+    for b, n in take.items():
+        short[view.domain_of[b]] = short.get(view.domain_of[b], 0) - max(n, 0)
+    return any(n > 0 for n in short.values())
