@@ -45,6 +45,14 @@ def donate(
     broker the rack rule and the caps allow. None when a count cannot reach its band that way.
 
     ``amounts`` (as leader, as follower) only pick donations; loads are per unit of ``capacities``."""
+    weight = {b: view.weight_of[b] for b in view.eligible}
+    total = sum(usage.count[b] for b in view.eligible)
+    all_weight = sum(weight.values())
+    share = {b: total * weight[b] / all_weight for b in view.eligible}
+    take = {b: math.floor(share[b]) - usage.count[b] for b in sorted(new)}
+    give = {b: usage.count[b] - math.ceil(share[b]) for b in view.eligible if b not in new}
+    if _racks_fall_short(live, view, give, take):
+        return None
     lead, follow = amounts
     replicas = [list(r) for r in live]
     capacity = dict(zip(view.eligible, capacities.tolist()))
@@ -54,24 +62,16 @@ def donate(
             if b in held:
                 held[b].append((float(lead[i] if pos == 0 else follow[i]), i))
     load = {b: sum(a for a, _ in mine) for b, mine in held.items()}
-    weight = {b: view.weight_of[b] for b in view.eligible}
-    total = sum(len(mine) for mine in held.values())
-    all_weight = sum(weight.values())
-    share = {b: total * weight[b] / all_weight for b in view.eligible}
-    take = {b: math.floor(share[b]) - len(held[b]) for b in sorted(new)}
     mean = sum(load.values()) / sum(capacity.values())
-    givers = sorted((b for b in view.eligible if b not in new), key=lambda b: (-load[b] / capacity[b], b))
-    if _racks_fall_short(live, view, {b: len(held[b]) - math.ceil(share[b]) for b in givers}, take):
-        return None
+    givers = sorted(give, key=lambda b: (-load[b] / capacity[b], b))
     for old in givers:
-        give = len(held[old]) - math.ceil(share[old])
-        if give <= 0:
+        if give[old] <= 0:
             continue
         mine = sorted(held[old])
         prefix = np.concatenate([[0.0], np.cumsum([a for a, _ in mine])])
-        runs = prefix[give:] - prefix[:-give]  # the sum of every run of ``give`` consecutive replicas
+        runs = prefix[give[old] :] - prefix[: -give[old]]  # the sum of every run of as many consecutive replicas
         start = int(np.argmin(np.abs(runs - (load[old] - mean * capacity[old]))))
-        for amount, i in sorted(mine[start : start + give], key=lambda m: (-m[0], m[1])):
+        for amount, i in sorted(mine[start : start + give[old]], key=lambda m: (-m[0], m[1])):
             open_to = may_replace_with(replicas[i], old, [b for b in take if take[b] > 0], view)
             legal = [b for b in open_to if usage.room_for(i, b)]
             if not legal:

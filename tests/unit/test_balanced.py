@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.balance import settle
+from assigners.balanced import donate as donate_module
 from assigners.balanced import goals, searches
 from assigners.balanced.donate import donate
 from assigners.balanced.goals import balance_goal, improve
@@ -750,6 +751,52 @@ def test_donations_take_the_load_off_the_heaviest_old_broker_and_land_only_on_ne
     resource = Resource("disk", load, load, np.ones(3))
     given = donate(live, view, frozenset({3}), (load, load), resource.capacity, Usage(live, sizes, view))
     assert given == [[3], [1], [1], [1], [3], [2], [2], [2]]  # the hot one, and one cold one from broker 2
+
+
+@pytest.mark.parametrize(
+    "racks, falls_short", [(["a", "b", "c", "a", "b", "c", "a"], True), (["a", "b", "c"] * 3, False)]
+)
+def test_a_scale_out_the_racks_cannot_take_is_given_up_before_donating_as_donating_would(
+    racks, falls_short, monkeypatch
+):
+    # RF 3 over 3 racks pins each rack's total, so a donation stays in its rack. Old brokers 1-6, two per rack,
+    # 15 replicas each: with one new broker, in rack a (the first case), racks b and c must give while nothing
+    # there may take, and donate() answers None before donating; let run (the check stubbed out) it answers
+    # None too. With a new broker in every rack (the second) it donates, the same either way
+    ids = list(range(1, len(racks) + 1))
+    view = ClusterView.from_brokers(prepare_brokers(brokers_frame(ids, racks), Constraints()), Constraints())
+    live = [[1 + 3 * (i % 2), 2 + 3 * (i % 2), 3 + 3 * (i % 2)] for i in range(30)]
+    sizes, load = np.zeros(len(live), dtype=np.int64), np.arange(1.0, 31.0)
+    new = frozenset(b for b in ids if b > 6)
+    answers = []
+    checked = donate_module._racks_fall_short
+    monkeypatch.setattr(donate_module, "_racks_fall_short", lambda *a: answers.append(checked(*a)) or answers[-1])
+    given = donate(live, view, new, (load, load), np.ones(len(ids)), Usage(live, sizes, view))
+    monkeypatch.setattr(donate_module, "_racks_fall_short", lambda *a: False)
+    let_run = donate(live, view, new, (load, load), np.ones(len(ids)), Usage(live, sizes, view))
+    assert answers == [falls_short]
+    assert given == let_run
+    assert (given is None) == falls_short
+    if given is not None:
+        assert all(set(now) - set(was) <= new for now, was in zip(given, live))
+
+
+def test_a_rack_falls_short_when_its_old_brokers_give_more_than_its_new_ones_take_and_only_where_racks_are_pinned():
+    # racks a (brokers 1, 4, 7), b (2, 5), c (3, 6): what rack a's old brokers give against what broker 7
+    # takes, at the boundary; a broker below its share gives nothing (not a negative amount), and where a
+    # partition does not span every rack (RF 2 of 3) a donation may change racks: never short
+    view = ClusterView.from_brokers(
+        prepare_brokers(brokers_frame(list(range(1, 8)), ["a", "b", "c", "a", "b", "c", "a"]), Constraints()),
+        Constraints(),
+    )
+    spans = [[1, 2, 3], [4, 5, 6]]
+    others = {2: 0, 3: 0, 5: 0, 6: 0}
+    short = donate_module._racks_fall_short
+    assert not short(spans, view, {1: 2, 4: 1, **others}, {7: 3})
+    assert short(spans, view, {1: 2, 4: 2, **others}, {7: 3})
+    assert short(spans, view, {1: 4, 4: -1, **others}, {7: 3})
+    assert short(spans, view, {1: 1, 4: 0, 2: 1, 3: 0, 5: 0, 6: 0}, {7: 5})  # rack b gives, nothing there takes
+    assert not short([[1, 2], [4, 5]], view, {1: 2, 4: 2, **others}, {7: 3})
 
 
 def landed_on_old_brokers(kind: str, seed: int) -> list[str]:
