@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from assigners.balanced.goals import NOT_MET
-from assigners.balanced.searches import Plan, judged, reach_goals, settle_and_search
+from assigners.balanced.searches import Plan, judgement, reach_goals, settle_and_search
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.errors import PlanningError
 from assigners.model import ClusterView, Constraints
@@ -54,10 +54,11 @@ def search_preferring(
     view: ClusterView,
     resources: list[Resource],
     options: Constraints,
-) -> Plan:
+) -> tuple[Plan, GoalSearch | None]:
     """:func:`settle_and_search`, first with the soft ``prefer_tags`` rules required: that plan where it meets
     as many goals (in priority order) as the plan with them soft, which is then searched as well; the
-    goals judged by the rules as they are.
+    goals judged by the rules as they are. With the plan, the search that judged it (where one did), for
+    :func:`soft_rules` to start from.
 
     Soft swaps after the goals reach only what one harmless swap can:
     where the goals sit at their thresholds, a replica onto its preferred
@@ -68,21 +69,22 @@ def search_preferring(
     """
     required = _preferences_required(options)
     if required is None:
-        return settle_and_search(replicas, partitions, view, resources, options)
+        return settle_and_search(replicas, partitions, view, resources, options), None
     strict = resolve_placement(required, partitions, view)
     assert strict is not None
     try:
         check_placement(strict, partitions, view)
     except PlanningError:  # too few preferred brokers for some partition: the preferences stay soft
-        return settle_and_search(replicas, partitions, view, resources, options)
+        return settle_and_search(replicas, partitions, view, resources, options), None
     kept = [list(r) for r in replicas]
     enforce_placement(kept, partitions, view, strict)
     preferring, _ = settle_and_search(kept, partitions, view, resources, required)
-    reached = judged(preferring, partitions, view, resources, options)
+    judge = GoalSearch(preferring, partitions, view, resources, options)
+    reached = judgement(judge)
     if all(_standing(reached)):
-        return preferring, reached
+        return (preferring, reached), judge
     soft = settle_and_search(replicas, partitions, view, resources, options)
-    return (preferring, reached) if _standing(reached) >= _standing(soft[1]) else soft
+    return ((preferring, reached), judge) if _standing(reached) >= _standing(soft[1]) else (soft, None)
 
 
 def _standing(reached: tuple[list[str], list[bool]]) -> list[bool]:
@@ -106,14 +108,21 @@ def _preferences_required(options: Constraints) -> Constraints | None:
 
 
 def soft_rules(
-    plan: Plan, partitions: pd.DataFrame, view: ClusterView, resources: list[Resource], options: Constraints
+    plan: Plan,
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    search: GoalSearch | None = None,
 ) -> Plan:
     """The soft rules after the goals, which keep their rank: replicas onto their ``prefer_tags`` brokers
     (:func:`prefer_tagged`, then on a small cluster :func:`prefer_searched`), then into their
     ``leader_racks`` (:func:`into_leader_racks`, then on a small cluster :func:`leader_racks_searched`);
-    the plan with a note per ``prefer_tags`` rule still short."""
+    the plan with a note per ``prefer_tags`` rule still short. ``search``: one built on the plan's replicas
+    with ``options`` that has applied nothing, where the caller has it (a 10k cluster's costs ~15 ms)."""
     replicas, (notes, met) = plan
-    search = GoalSearch(replicas, partitions, view, resources, options)
+    if search is None or search.replicas is not replicas:
+        search = GoalSearch(replicas, partitions, view, resources, options)
     placement = search.placement
     assert placement is not None
     prefer_tagged(search)

@@ -196,7 +196,11 @@ def judged(
     options: Constraints,
 ) -> tuple[list[str], list[bool]]:
     """A layout's notes and the goals it meets, as :func:`reach_goals` reports them, without searching."""
-    search = GoalSearch(replicas, partitions, view, resources, options)
+    return judgement(GoalSearch(replicas, partitions, view, resources, options))
+
+
+def judgement(search: GoalSearch) -> tuple[list[str], list[bool]]:
+    """The notes and the goals met of the search's layout as it stands."""
     return _notes(search), search.goals_met()
 
 

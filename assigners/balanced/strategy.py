@@ -125,13 +125,14 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         return _within_thresholds(preferred, partitions, view, resources, options, soft)
     # a scale-out's donations do not know the placement rules: planned as any other layout there
     onto_new = _onto_new_brokers(partitions, view, resources, options, empty) if empty and placement is None else None
+    judge = None  # the search that judged the plan, where one did: the soft rules start from it
     if onto_new is not None:  # a scale-out: replicas land only on the new brokers, the goals as far as that goes
         replicas, (notes, met) = onto_new
         if not all(met):
             new = ", ".join(str(b) for b in sorted(empty))
             notes = [*notes, f"scale-out: replicas move only onto the new brokers {new}; plan again once executed"]
     else:
-        replicas, (notes, met) = search_preferring(replicas, partitions, view, resources, options)
+        (replicas, (notes, met)), judge = search_preferring(replicas, partitions, view, resources, options)
     gains = any(now and not before for before, now in zip(preferred_met, met))
     if preferred_met and not preferred_even and not gains:
         # counts the racks force off their bands, as far off in all as the plan's: as even as they go (a
@@ -148,7 +149,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
         frame.attrs[NOTES] = stays
         return frame
     if soft:
-        replicas, (notes, met) = soft_rules((replicas, (notes, met)), partitions, view, resources, options)
+        replicas, (notes, met) = soft_rules((replicas, (notes, met)), partitions, view, resources, options, judge)
     frame = assignment_frame(topics, numbers, replicas)
     frame.attrs[NOTES] = notes
     return frame
@@ -186,7 +187,9 @@ def _softened(
     whose notes are ``notes`` and those of the soft rules still short."""
     replicas = [list(r) for r in layout]
     search = GoalSearch(replicas, partitions, view, resources, options)
-    replicas, (soft_notes, _) = soft_rules((replicas, ([], search.goals_met())), partitions, view, resources, options)
+    replicas, (soft_notes, _) = soft_rules(
+        (replicas, ([], search.goals_met())), partitions, view, resources, options, search
+    )
     frame = assignment_frame(partitions["topic"].tolist(), partitions["partition"].tolist(), replicas)
     frame.attrs[NOTES] = [*notes, *soft_notes]
     return frame

@@ -470,3 +470,43 @@ def test_leaders_even_out_around_those_leader_racks_pins():
     assert result.status == COMMITTED, (result.error, result.notes)
     assert result.metrics.leader_spread_after <= 1, result.metrics
     soft_misses(constraints, brokers, result.planned)  # each pinned partition still led from its first rack
+
+
+def test_the_soft_rules_start_from_the_search_that_judged_the_plan_as_from_a_fresh_one():
+    # balanced hands the search that judged its plan (strength-1.0 preferences searched first) to the soft
+    # rules, instead of building a second one on the same layout: the soft rules then reach what they reach
+    # from a fresh search, moves and notes alike (10 brokers over 5 racks, RF 3: a preferred cell, and a
+    # leader rack many partitions have no replica in, which the soft rules move replicas into)
+    from assigners.balanced.prefer import search_preferring, soft_rules
+    from assigners.balanced.strategy import _resources
+    from assigners.model import ClusterView, prepare_brokers, prepare_partitions
+    from assigners.placement import keep_valid_each
+    from assigners.policies import enforce_placement, resolve_placement
+    from jobs.demo import generate_fleet
+
+    brokers, parts = demo_cluster(generate_fleet(1, 10, 5, topics=30, partitions=300, seed=2), "cluster-1")
+    ids = sorted(brokers["broker_id"].tolist())
+    constraints = Constraints(
+        broker_tags={b: {"cell": "b" if k % 2 else "a"} for k, b in enumerate(ids)},
+        placement=(
+            PlacementRule("topic-000[0-9]", prefer_tags={"cell": "b"}, prefer_strength=0.7),
+            PlacementRule("topic-001[0-9]", leader_racks=(min(brokers["rack"]),)),
+        ),
+    )
+    prepared_brokers, prepared = prepare_brokers(brokers, constraints), prepare_partitions(parts, constraints)
+    view = ClusterView.from_brokers(prepared_brokers, constraints)
+    resources = _resources(prepared, prepared_brokers, view)
+
+    def planned() -> tuple:
+        replicas = keep_valid_each([list(r) for r in prepared["preferred"]], prepared["rf"].tolist(), view, True)
+        enforce_placement(replicas, prepared, view, resolve_placement(constraints, prepared, view))
+        return search_preferring(replicas, prepared, view, resources, constraints)
+
+    (judged_plan, judge), (fresh_plan, _) = planned(), planned()
+    assert judge is not None and judge.replicas is judged_plan[0]
+    assert judged_plan == fresh_plan
+    before = [list(r) for r in judged_plan[0]]
+    reused = soft_rules(judged_plan, prepared, view, resources, constraints, judge)
+    fresh = soft_rules(fresh_plan, prepared, view, resources, constraints)
+    assert reused == fresh
+    assert sum(now != was for now, was in zip(reused[0], before)) > 20  # not a comparison of two no-ops
