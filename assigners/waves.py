@@ -184,7 +184,11 @@ class _Packer:
         per_broker, broker_cap, wave_cap = fill.per_broker, caps.max_moves_per_broker, caps.max_moves_per_wave
         moves, wave_bytes = fill.moves, fill.bytes
         touched = self.touched[order]  # each move's brokers listed without the padding
-        for brokers, size in zip(matrix_rows(packed_left(touched, touched != PAD)), self.sizes[order].tolist()):
+        rows = matrix_rows(packed_left(touched, touched != PAD))
+        if byte_cap is None and not wave_cap:
+            out = self._by_broker_cap(rows, fill, closed)
+            return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
+        for brokers, size in zip(rows, self.sizes[order].tolist()):
             taken = closed | fill.full_waves
             for b in brokers:
                 taken |= full.get(b, 0)
@@ -206,6 +210,27 @@ class _Packer:
                 fill.full_waves |= 1 << wave
             out.append(wave)
         return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
+
+    def _by_broker_cap(self, rows: list[list[int]], fill: _Fill, closed: int) -> list[int]:
+        """:meth:`_first_fit` under the per-broker cap alone (the default caps): the same waves, without the
+        per-wave counts and bytes no cap reads (a 10k-partition plan packs ~8k-14k moves)."""
+        full, per_broker, broker_cap = fill.full, fill.per_broker, self.caps.max_moves_per_broker
+        open_on_all = closed | fill.full_waves  # no wave cap: no wave fills up for every broker at once
+        out: list[int] = []
+        for brokers in rows:
+            taken = open_on_all
+            for b in brokers:
+                taken |= full.get(b, 0)
+            wave = (~taken & (taken + 1)).bit_length() - 1
+            for b in brokers:
+                counts = per_broker.get(b)
+                if counts is None:
+                    counts = per_broker[b] = {}
+                n = counts[wave] = counts.get(wave, 0) + 1
+                if n >= broker_cap:
+                    full[b] = full.get(b, 0) | 1 << wave
+            out.append(wave)
+        return out
 
 
 class _Fill:

@@ -154,3 +154,27 @@ def test_a_byte_cap_splits_waves_and_a_move_bigger_than_it_goes_alone():
     sizes = np.array([70, 40, 30, 500])
     waves = assign_waves(touched, np.ones(4, bool), sizes, np.full(4, ORDINARY), WaveCaps(max_bytes_per_wave=100))
     assert waves.tolist() == [2, 1, 1, 3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    per_broker=st.integers(1, 6),
+    move_order=st.sampled_from(["small_first", "large_first"]),
+)
+@example(seed=0, per_broker=5, move_order="small_first")  # the default caps
+def test_the_broker_cap_alone_packs_as_every_cap_does_when_the_others_never_bind(seed, per_broker, move_order):
+    # under the default caps (a per-broker cap alone) first fit takes a path without the per-wave counts and
+    # bytes: it packs each phase as the general path does with a wave cap and a byte cap too large to bind
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    touched = np.sort(rng.choice(np.arange(1, 13), size=(n, 4)), axis=1)
+    touched[rng.random((n, 4)) < 0.3] = -1  # one to four brokers a move; all padding: a leader-only change
+    has_move = rng.random(n) < 0.9
+    sizes = rng.integers(1, 1_000, n)
+    phase = rng.choice([0, 1, ORDINARY], size=n, p=[0.1, 0.1, 0.8])
+    alone = WaveCaps(max_moves_per_broker=per_broker, move_order=move_order)
+    loose = WaveCaps(per_broker, max_moves_per_wave=10**9, max_bytes_per_wave=10**15, move_order=move_order)
+    assert assign_waves(touched, has_move, sizes, phase, alone).tolist() == (
+        assign_waves(touched, has_move, sizes, phase, loose).tolist()
+    )
