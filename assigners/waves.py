@@ -175,7 +175,8 @@ class _Packer:
 
     def _first_fit(self, order: np.ndarray) -> tuple[np.ndarray, _Fill]:
         """First fit of the moves in ``order`` from the last wave used on: their waves (in ascending move
-        order) and the fill it leaves."""
+        order) and the fill it leaves. Under the per-broker cap alone (the default caps) the per-wave counts
+        and bytes no cap reads are not kept (a 10k-partition plan packs ~8k-14k moves)."""
         fill = self.state.copy()
         caps = self.caps
         closed = (1 << max(self.last_wave, 1)) - 1  # waves before the previous phase's last one
@@ -183,20 +184,16 @@ class _Packer:
         full, byte_cap = fill.full, caps.max_bytes_per_wave
         per_broker, broker_cap, wave_cap = fill.per_broker, caps.max_moves_per_broker, caps.max_moves_per_wave
         moves, wave_bytes = fill.moves, fill.bytes
+        sizes = self.sizes[order].tolist() if byte_cap is not None or wave_cap else None  # else nothing reads them
         touched = self.touched[order]  # each move's brokers listed without the padding
-        rows = matrix_rows(packed_left(touched, touched != PAD))
-        if byte_cap is None and not wave_cap:
-            out = self._by_broker_cap(rows, fill, closed)
-            return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
-        for brokers, size in zip(rows, self.sizes[order].tolist()):
+        for k, brokers in enumerate(matrix_rows(packed_left(touched, touched != PAD))):
             taken = closed | fill.full_waves
             for b in brokers:
                 taken |= full.get(b, 0)
-            while True:
-                wave = (~taken & (taken + 1)).bit_length() - 1
-                if byte_cap is None or fill.bytes_fit(wave, size, byte_cap):
-                    break
+            wave = (~taken & (taken + 1)).bit_length() - 1
+            while byte_cap is not None and sizes is not None and not fill.bytes_fit(wave, sizes[k], byte_cap):
                 taken |= 1 << wave
+                wave = (~taken & (taken + 1)).bit_length() - 1
             for b in brokers:  # the move's place in the wave, inline: ~20k per 10k-partition plan
                 counts = per_broker.get(b)
                 if counts is None:
@@ -204,33 +201,13 @@ class _Packer:
                 n = counts[wave] = counts.get(wave, 0) + 1
                 if n >= broker_cap:
                     full[b] = full.get(b, 0) | 1 << wave
-            n = moves[wave] = moves.get(wave, 0) + 1
-            wave_bytes[wave] = wave_bytes.get(wave, 0) + size
-            if wave_cap and n >= wave_cap:
-                fill.full_waves |= 1 << wave
+            if sizes is not None:
+                n = moves[wave] = moves.get(wave, 0) + 1
+                wave_bytes[wave] = wave_bytes.get(wave, 0) + sizes[k]
+                if wave_cap and n >= wave_cap:
+                    fill.full_waves |= 1 << wave
             out.append(wave)
         return np.array(out, dtype=np.int64)[np.argsort(order, kind="stable")], fill
-
-    def _by_broker_cap(self, rows: list[list[int]], fill: _Fill, closed: int) -> list[int]:
-        """:meth:`_first_fit` under the per-broker cap alone (the default caps): the same waves, without the
-        per-wave counts and bytes no cap reads (a 10k-partition plan packs ~8k-14k moves)."""
-        full, per_broker, broker_cap = fill.full, fill.per_broker, self.caps.max_moves_per_broker
-        open_on_all = closed | fill.full_waves  # no wave cap: no wave fills up for every broker at once
-        out: list[int] = []
-        for brokers in rows:
-            taken = open_on_all
-            for b in brokers:
-                taken |= full.get(b, 0)
-            wave = (~taken & (taken + 1)).bit_length() - 1
-            for b in brokers:
-                counts = per_broker.get(b)
-                if counts is None:
-                    counts = per_broker[b] = {}
-                n = counts[wave] = counts.get(wave, 0) + 1
-                if n >= broker_cap:
-                    full[b] = full.get(b, 0) | 1 << wave
-            out.append(wave)
-        return out
 
 
 class _Fill:
