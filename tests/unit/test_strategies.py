@@ -561,3 +561,56 @@ def test_load_swaps_never_exchange_two_replicas_of_one_topic():
 
     one_topic = np.zeros(24, dtype=np.int64)
     assert polished(None) < polished(one_topic) == 60.0  # only cross-topic swaps would help; there are none
+
+
+def _leaders_evened_one_search_per_source(assignment, view, frozen):
+    """The leader balancing as it searched before the failed searches were shared (the spec the shared ones
+    must answer as): after the bulk and flow passes, each top broker in turn searched on its own."""
+    led = {b: {} for b in view.eligible}
+    for i, replicas in enumerate(assignment):
+        if replicas and replicas[0] in led:
+            led[replicas[0]][i] = None
+    changes = balance._bulk_leader_changes(assignment, led, frozen) + balance._flow_leader_changes(
+        assignment, led, frozen
+    )
+    while True:
+        ordered = sorted(led, key=lambda b: (-len(led[b]), b))
+        top = len(led[ordered[0]])
+        if top - len(led[ordered[-1]]) <= 1:
+            return changes
+        path = next(
+            (p for b in ordered if len(led[b]) == top if (p := balance._leader_path(assignment, led, b, top, frozen))),
+            None,
+        )
+        if not path:
+            return changes
+        for i, new_leader in path:
+            del led[assignment[i][0]][i]
+            assignment[i].remove(new_leader)
+            assignment[i].insert(0, new_leader)
+            led[new_leader][i] = None
+            changes += 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 100_000), brokers=st.integers(4, 12), pinned=st.floats(0.0, 0.6))
+@example(seed=3, brokers=10, pinned=0.3)
+def test_leader_balancing_shares_its_failed_searches_and_hands_over_as_one_search_per_broker_did(seed, brokers, pinned):
+    # brokers a failed search reached cannot reach a light broker either, so the next top broker among them is
+    # not searched again and the others' searches skip them: the same hand-overs, from a pinned layout (a
+    # share of the partitions' leaders fixed, many tops with no way down) as from a loose one
+    rng = np.random.default_rng(seed)
+    ids = list(range(1, brokers + 1))
+    view = ClusterView.from_brokers(prepare_brokers(brokers_frame(ids, ["a"] * brokers), Constraints()), Constraints())
+    heavy = rng.permutation(ids)[: max(1, brokers // 3)]  # leaders crowd on a few brokers
+    assignment = []
+    for _ in range(int(rng.integers(20, 300))):
+        rf = int(rng.integers(1, min(4, brokers) + 1))
+        lead = int(rng.choice(heavy)) if rng.random() < 0.7 else int(rng.choice(ids))
+        followers = [int(b) for b in rng.permutation([b for b in ids if b != lead])[: rf - 1]]
+        assignment.append([lead, *followers])
+    frozen = {i for i in range(len(assignment)) if rng.random() < pinned}
+    expected = [list(r) for r in assignment]
+    changes = balance.balance_leaders(assignment, view, frozenset(frozen))
+    assert changes == _leaders_evened_one_search_per_source(expected, view, frozenset(frozen))
+    assert assignment == expected
