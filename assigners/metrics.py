@@ -213,8 +213,11 @@ def pinned_leaders(
     if not leader_racks or not any(leader_racks):
         return None
     pinned: dict[str, list[int]] = {}
-    for i, (row, racks) in enumerate(zip(matrix.tolist(), leader_racks)):
-        if racks and (first := pinned_rack([b for b in row if b != PAD], racks, view.domain_of)) is not None:
+    ruled = [i for i, racks in enumerate(leader_racks) if racks]  # rows of the rules' partitions only: a few
+    for i, row in zip(ruled, matrix[ruled].tolist()):
+        racks = leader_racks[i]
+        assert racks is not None
+        if (first := pinned_rack([b for b in row if b != PAD], racks, view.domain_of)) is not None:
             pinned.setdefault(first, []).append(i)
     return pinned or None
 
