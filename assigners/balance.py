@@ -851,13 +851,13 @@ def balance_leaders(
     changes = _bulk_leader_changes(assignment, led, frozen)
     changes += _flow_leader_changes(assignment, led, frozen)
     while True:
-        ordered = sorted(led, key=lambda b: (-len(led[b]), b))
-        top = len(led[ordered[0]])
-        if top - len(led[ordered[-1]]) <= 1:
+        counts = {b: len(parts) for b, parts in led.items()}
+        top = max(counts.values())
+        if top - min(counts.values()) <= 1:
             return changes
         path = None
         dead: set[int] = set()  # brokers a failed search reached: none of them reaches a light one either
-        for source in (b for b in ordered if len(led[b]) == top):
+        for source in sorted(b for b, n in counts.items() if n == top):
             if source in dead:
                 continue
             path = _leader_path(assignment, led, source, top, frozen, dead)
