@@ -467,18 +467,18 @@ def _refilled(
     """``kept`` filled up to ``rf``: first with brokers of ``planned`` (the strategy's choice), then with the
     allowed broker holding the fewest replicas per weight that keeps the rack rule reachable and has room."""
     new, view, usage = list(kept), ranking.view, ranking.usage
+    domain_of = view.domain_of
     required = view.required_domains(rf)
     while len(new) < rf:
-        racks = {view.domain_of[b] for b in new}
+        racks = {domain_of[b] for b in new}
         short = len(racks) + (rf - len(new) - 1) < required  # the next replica must open a new rack
-
-        def fits(b: int, racks: set[str] = racks, short: bool = short) -> bool:
-            opens = not short or view.domain_of[b] not in racks
-            return b in allowed and b not in new and opens and usage.room_for(i, b)
-
-        choice = next((b for b in planned if fits(b)), None)
-        if choice is None:
-            choice = next((b for _, b in ranking.order if fits(b)), None)
+        choice = None
+        # the strategy's brokers first, then the ranking's; a loop, not a generator of closures: thousands of
+        # refills on a 10k cluster with the rules new, ~16 brokers asked each
+        for b in itertools.chain(planned, (b for _, b in ranking.order)):
+            if b in allowed and b not in new and (not short or domain_of[b] not in racks) and usage.room_for(i, b):
+                choice = b
+                break
         if choice is None:
             rule = placement.describe(int(placement.rule_of[i]))
             raise CapacityExhaustedError(
