@@ -213,10 +213,8 @@ def pinned_leaders(
     if not leader_racks or not any(leader_racks):
         return None
     pinned: dict[str, list[int]] = {}
-    ruled = [i for i, racks in enumerate(leader_racks) if racks]  # rows of the rules' partitions only: a few
-    for i, row in zip(ruled, matrix[ruled].tolist()):
-        racks = leader_racks[i]
-        assert racks is not None
+    ruled = [(i, racks) for i, racks in enumerate(leader_racks) if racks]  # the rules' partitions only: a few
+    for (i, racks), row in zip(ruled, matrix[[i for i, _ in ruled]].tolist()):
         if (first := pinned_rack([b for b in row if b != PAD], racks, view.domain_of)) is not None:
             pinned.setdefault(first, []).append(i)
     return pinned or None

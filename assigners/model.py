@@ -537,6 +537,11 @@ class ClusterView:
         """Does ``broker`` have a cap on its replicas or its bytes?"""
         return self.max_replicas.get(broker, math.inf) < math.inf or self.max_disk.get(broker, math.inf) < math.inf
 
+    def pins_racks(self, rf: np.ndarray) -> bool:
+        """Does the rack rule pin every rack's total for partitions of RFs ``rf``: each has one replica in every
+        rack (two racks at least), so a replica may only move within its rack?"""
+        return self.n_domains >= 2 and bool(((rf == self.n_domains) & (self.required_domains_each(rf) == rf)).all())
+
     def rack_shares(self, rf: np.ndarray, rack_totals: Mapping[str, float]) -> dict[int, float] | None:
         """Each eligible broker's share by weight of its rack's replicas (``rack_totals``), where the rack rule
         pins every rack's total (each partition of RFs ``rf`` has one replica in every rack) and the racks
@@ -547,7 +552,7 @@ class ClusterView:
         hold more than the cluster's share, the others less, and evened
         counts are each rack's share.
         """
-        if self.n_domains < 2 or not ((rf == self.n_domains) & (self.required_domains_each(rf) == rf)).all():
+        if not self.pins_racks(rf):
             return None
         weight_of_rack: dict[str, float] = {}
         for b in self.eligible:

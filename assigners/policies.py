@@ -146,7 +146,7 @@ def placement_shares(
     keep short has its other brokers take the rest), else of the cluster's.
     """
     weight = {b: view.weight_of[b] for b in view.eligible}
-    pinned = view.n_domains >= 2 and bool(((rf == view.n_domains) & (view.required_domains_each(rf) == rf)).all())
+    pinned = view.pins_racks(rf)
     if not pinned:
         return capped_shares(sum(rack_totals.values()), weight, caps), False
     shares: dict[int, float] = {}

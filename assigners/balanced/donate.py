@@ -90,8 +90,7 @@ def _racks_fall_short(live: list[list[int]], view: ClusterView, give: dict[int, 
     does some rack's old brokers have more to give than its new brokers may take? Then :func:`donate` fails, as
     it would after thousands of donations (RF 3 over racks of 17, 17 and 16 brokers: the shares are the
     cluster's, which the smallest rack's brokers cannot come down to; 40 ms at 10k partitions)."""
-    rf = np.fromiter(map(len, live), dtype=np.int64, count=len(live))
-    if view.n_domains < 2 or not ((rf == view.n_domains) & (view.required_domains_each(rf) == rf)).all():
+    if not view.pins_racks(np.fromiter(map(len, live), dtype=np.int64, count=len(live))):
         return False
     short: dict[str, int] = {}
     for b, n in give.items():

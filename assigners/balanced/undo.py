@@ -130,7 +130,7 @@ class PairLoads:
         return ok
 
     def fits(self, group: int, undo: int) -> np.ndarray | None:
-        """Per partner of the group's ``undo``: its pair keeps the loads; None where no longer known."""
+        """Per partner of the group's ``undo``: its pair passes these checks; None where no longer known."""
         a, b = self.slots[group]
         search = self.search
         if search.version[a] != self.versions[a] or search.version[b] != self.versions[b]:
@@ -142,8 +142,8 @@ class PairLoads:
 
 
 def _keeps_racks(search: GoalSearch, step: Step, known: dict[int, bool]) -> bool:
-    """Does the undo ``step`` alone keep the rack rule (one of :meth:`GoalSearch.harmless`'s checks, the
-    one that refuses most pairs)? Remembered in ``known`` per row."""
+    """Does the undo ``step`` alone keep the rack rule (one of :meth:`GoalSearch.harmless`'s checks, the one
+    that refuses most of the pairs :class:`PairLoads` lets through)? Remembered in ``known`` per row."""
     row = step[0]
     if row not in known:
         i, old, new = int(search.part[row]), int(search.brokers[search.slot[row]]), int(search.brokers[step[1]])
