@@ -48,6 +48,7 @@ def balance_goal(search: GoalSearch, resource: Resource) -> str | None:
     k = search.resources.index(resource)
     if search.bounds[k] <= 0:
         return None
+    search.hold_earlier_goals(k)
     # first with actions that add no move (leadership, and exchanges that send a moved replica home),
     # then with any: the free pass lets the count balancing's choice of replicas carry the load goals
     for free in (True, False):
@@ -88,9 +89,9 @@ def goal_note(search: GoalSearch, resource: Resource) -> str | None:
     heaviest = mine[np.argmax(search.amount(k, mine))] if len(mine) else None
     hot = "" if heaviest is None else f"; its heaviest replica is {search.name(int(search.part[heaviest]))}"
     if search.forced(k):
-        racks, floor = search.floors[k]
+        racks, floor, held_by = search.floors[k]
         confined, by_rules = search.placement_floors[k]
-        reason = _rack_reason(search, racks)
+        reason = _rack_reason(search, racks, held_by)
         if by_rules > floor:  # the placement rules force more than the racks
             reason, floor = _placement_reason(search, confined), by_rules
         reach = (
@@ -354,7 +355,7 @@ def count_notes(search: GoalSearch) -> list[str]:
         have = int((search.leaders if leaders else search.count)[b])
         where = f"broker {int(search.brokers[b])} holds {have} {what} (band {low}-{high})"
         weight = search.weight
-        racks, floor = search.rack_floor(np.ones(len(search.rf)), weight)
+        racks, floor, _ = search.rack_floor(np.ones(len(search.rf)), weight)
         if not leaders and any(floor * weight[x] > search.band(x, 0)[1] for x in search.in_racks(racks).tolist()):
             notes.append(f"replica count goal out of reach: {_rack_reason(search, racks)}; {where}")
         else:
@@ -374,17 +375,20 @@ def _placement_reason(search: GoalSearch, confined: list[int]) -> str:
     return f"the placement rules confine load to brokers {', '.join(map(str, confined))}"
 
 
-def _rack_reason(search: GoalSearch, racks: list[str]) -> str:
-    """What the rack rule makes ``racks`` hold (see :meth:`GoalSearch.rack_floor`)."""
+def _rack_reason(search: GoalSearch, racks: list[str], held_by: str = "") -> str:
+    """What the rack rule makes ``racks`` hold (see :meth:`GoalSearch.rack_floor`), and lead where an earlier
+    goal ``held_by``, kept within its threshold on the other racks, makes them lead more."""
+    rest = sorted(set(search.racks) - set(racks))
+    held = f", and lead what {', '.join(rest)} cannot while keeping {held_by} within its threshold" if held_by else ""
     if len(racks) == 1:
         spanning = int(search.spans_every_rack.sum())
-        return f"rack {racks[0]} must hold a replica of each of the {spanning:,} partitions that span every rack"
-    rest = sorted(set(search.racks) - set(racks))
+        return f"rack {racks[0]} must hold a replica of each of the {spanning:,} partitions that span every rack{held}"
     need = np.maximum(search.required - len(rest), 0)
     spans = " or ".join(str(d) for d in sorted(set(search.required[need > 0].tolist())))
     return (
         f"racks {', '.join(racks)} must hold {int(need.sum()):,} replicas at least: each partition must span "
         f"{spans} racks and {', '.join(rest)} {'is' if len(rest) == 1 else 'are'} only {_count(len(rest))} of them"
+        f"{held}"
     )
 
 

@@ -15,6 +15,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,26 @@ class Resource:
     capacity: np.ndarray  # per eligible broker slot
 
 
+class RackFloor(NamedTuple):
+    """What the rack rule forces on the racks that carry the most per unit of capacity (GoalSearch.rack_floor)."""
+
+    racks: list[str]
+    floor: float  # per unit of capacity (0.0: nothing forced)
+    held_by: str = ""  # an earlier goal whose threshold, kept on the other racks, makes these racks lead more
+
+
+@dataclass(frozen=True)
+class HeldGoal:
+    """An earlier goal that a leader carries more of, met and kept within ``limit`` per unit of capacity: the
+    racks outside a set can lead only so much of it (see :meth:`GoalSearch.rack_floor`)."""
+
+    name: str
+    extra: np.ndarray  # per partition, what leading adds to the goal's amount
+    follower: np.ndarray
+    capacity: np.ndarray  # per eligible broker slot
+    limit: float
+
+
 def band_ends(shares: np.ndarray, slack: float) -> tuple[np.ndarray, np.ndarray]:
     """Per broker, the low and high ends of the counts strictly within ``slack`` of its share (with slack 1:
     the floor and ceiling of the share, so equal brokers end within 1 of each other)."""
@@ -85,6 +106,17 @@ def counts_outside_bands(replicas: list[list[int]], view: ClusterView, options: 
 def goal_bound(resource: Resource, rf: np.ndarray) -> float:
     """The resource's lower bound per unit of capacity (see :func:`assigners.metrics.load_lower_bound`)."""
     return lower_bound_per_weight(resource.leader, resource.follower, rf, np.asarray(resource.capacity, dtype=float))
+
+
+def _knapsack(extra: np.ndarray, goal: HeldGoal) -> tuple[float, float]:
+    """What leaders may add to a goal's ``extra`` amounts at no cost to ``goal`` (its own extra amount 0), and
+    the most per unit of it otherwise: any set of leaders adding ``w`` to the held goal adds at most
+    ``free + w * ratio`` here."""
+    costs = np.maximum(goal.extra, 0.0)
+    paid = costs > 0
+    free = float(extra[~paid].sum())
+    ratio = float((extra[paid] / costs[paid]).max()) if paid.any() else 0.0
+    return free, ratio
 
 
 class _Sets:
@@ -172,6 +204,7 @@ class GoalSearch:
         self.twice: set[tuple[int, int]] = set()  # (partition, broker) replicas this pass placed
         self._start_caches(view)
         self._default_modes()
+        self._hold_met_goals()
 
     def _default_modes(self) -> None:
         """How the search runs, which its callers set: by default as any search."""
@@ -201,7 +234,7 @@ class GoalSearch:
             capped, _ = placement_shares(self.view, self.rf, dict(zip(self.racks, racks)), self.placement.caps)
         return np.array([capped[b] for b in self.broker_ids], dtype=float)
 
-    def _reachable(self, resources: list[Resource]) -> tuple[list[tuple[list[str], float]], list[float]]:
+    def _reachable(self, resources: list[Resource]) -> tuple[list[RackFloor], list[float]]:
         """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
         reachable bound: the largest of it, the placement rules' floor (:attr:`placement_floors`) and the goal's
         lower bound, which the goal's ratio applies to."""
@@ -224,7 +257,7 @@ class GoalSearch:
         ]
         return floors, [
             max(bound, floor, held)
-            for bound, (_, floor), (_, held) in zip(self.bounds, floors, self.placement_floors, strict=True)
+            for bound, (_, floor, _), (_, held) in zip(self.bounds, floors, self.placement_floors, strict=True)
         ]
 
     def _start_caches(self, view: ClusterView) -> None:
@@ -258,6 +291,50 @@ class GoalSearch:
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
         self.lightest_sums: dict[int, np.ndarray] = {}  # per goal, for shed.worth_shedding (built there, once)
         self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
+
+    def _hold_met_goals(self) -> None:
+        """Each goal's reachable bound with the earlier goals the layout meets held (:meth:`hold_earlier_goals`)."""
+        self._racks_alone = list(zip(self.floors, self.reachable))  # what the rack rule forces alone
+        self._held: dict[int, tuple[tuple[int, float], ...]] = {}  # per goal, (earlier goal, its target) held
+        for k in range(len(self.resources)):
+            self.hold_earlier_goals(k)
+
+    def hold_earlier_goals(self, k: int) -> None:
+        """Goal ``k``'s reachable bound, raised to what the racks must carry with the earlier goals met now kept
+        within their thresholds (:meth:`rack_floor`'s ``held``) where that is higher.
+
+        A goal met stays met (:meth:`accepted`, :meth:`harmless`), so the
+        bound holds for the rest of the search; a goal the search meets
+        later, or a threshold raised, gives it again when goal ``k``'s turn
+        comes (goals.balance_goal).
+        """
+        resource = self.resources[k]
+        if resource.leader is resource.follower or self.bounds[k] <= 0:
+            return
+        held = tuple(
+            (j, self.target(j))
+            for j, earlier in enumerate(self.resources[:k])
+            if earlier.leader is not earlier.follower and self.bounds[j] > 0 and self.met(j)
+        )
+        if held == self._held.get(k, ()):
+            return
+        self._held[k] = held
+        goals = [
+            HeldGoal(
+                self.resources[j].name,
+                np.asarray(self.resources[j].leader, dtype=float) - self.resources[j].follower,
+                np.asarray(self.resources[j].follower, dtype=float),
+                np.asarray(self.resources[j].capacity, dtype=float),
+                target * (1 + 1e-9),
+            )
+            for j, target in held
+        ]
+        floor = self.rack_floor(resource.follower, resource.capacity, resource.leader, goals)
+        self.floors[k], self.reachable[k] = self._racks_alone[k]
+        if floor.held_by and floor.floor > self.reachable[k] * (1 + 1e-9):
+            self.floors[k], self.reachable[k] = floor, floor.floor
+        self.any_forced = any(self.forced(j) for j in range(len(self.resources)))
+        self._limits = (-1, [])
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -412,8 +489,12 @@ class GoalSearch:
         return f"{self.topics[i]}:{self.numbers[i]}"
 
     def rack_floor(
-        self, follower: np.ndarray, capacity: np.ndarray, leader: np.ndarray | None = None
-    ) -> tuple[list[str], float]:
+        self,
+        follower: np.ndarray,
+        capacity: np.ndarray,
+        leader: np.ndarray | None = None,
+        held: Sequence[HeldGoal] = (),
+    ) -> RackFloor:
         """The racks whose brokers must carry the most load per unit of capacity under the rack rule alone,
         and that load (0.0 where the rule forces nothing).
 
@@ -431,48 +512,78 @@ class GoalSearch:
         and 3 brokers: a 3-broker rack holds a third of the replicas and a
         quarter of the leaders, which puts the combined load 1.2x above its
         bound, the followers alone 0.8x).
+
+        Or, with ``held`` goals (earlier ones a leader carries more of, kept
+        within their thresholds), what the other racks cannot lead: their
+        brokers carry at most the held goal's limit, so they lead at most
+        that much of its leader-over-follower amounts, and with them at most
+        the best ratio of this goal's to it (a fractional knapsack's bound);
+        the racks lead the rest (racks of 25, 13 and 12 brokers, RF 3: bytes
+        out held to 1.05x its bound on the large rack leaves the two small
+        ones leading 47.5 % of it, which puts the combined load at 1.180x its
+        bound, the leader counts 1.035x).
         """
         if len(self.racks) < 2:
-            return [], 0.0
+            return RackFloor([], 0.0)
         capacity = np.asarray(capacity, dtype=float)
         room_of = np.bincount(self.rack_of, weights=capacity, minlength=len(self.racks))
         smallest = sorted(range(len(self.racks)), key=lambda d: (room_of[d], d))  # ties: by name
         # what leading adds per partition, and the least leaders each broker holds (a leader term only)
         extra = None if leader is None else np.maximum(np.asarray(leader, dtype=float) - follower, 0.0)
         lead_low = None if extra is None else self._lowest_leader_counts()
+        knapsacks = [] if extra is None else [_knapsack(extra, goal) for goal in held]
+        extra_total = 0.0 if extra is None else float(extra.sum())
+        held_forced: dict[tuple[int, int], float] = {}  # (held goal, k): its followers the other racks hold
         most = None  # under the placement rules, what each broker may carry at all: a rack's others take the rest
         if self.placement is not None:
             most = absorbable(
                 self.placement, follower if leader is None else leader, follower, self.live.lists, self.broker_ids
             )
-        best: tuple[list[str], float] = ([], 0.0)
+        best = RackFloor([], 0.0)
         # what the followers of any k racks carry, and the smallest n leader amounts: the same for many sets
         by_k: dict[int, float] = {}
         by_leaders: dict[int, float] = {}
         in_rack = self.rack_of[None, :] == np.arange(len(self.racks))[:, None]  # rack x slot
-        for racks in self._rack_sets(smallest):
+        sets = self._rack_sets(smallest, every=bool(held))
+        # every subset asks for many leader counts: then one sort answers them all
+        sums = (
+            None if extra is None or len(sets) < len(smallest) else np.concatenate(([0.0], np.cumsum(np.sort(extra))))
+        )
+        for racks in sets:
             k = len(racks)
             if k not in by_k:
                 by_k[k] = float(np.maximum(self.required - (len(smallest) - k), 0) @ follower)
             slots = in_rack[racks].any(axis=0)
-            carried = by_k[k]
+            led, by = 0.0, ""  # what the racks' leaders add at least, and the held goal that says so
             if extra is not None and lead_low is not None:
                 leaders = min(int(lead_low[slots].sum()), len(extra))
-                if leaders and leaders not in by_leaders:  # without sorting a million of them
+                if sums is not None:
+                    by_leaders[leaders] = float(sums[leaders])
+                elif leaders and leaders not in by_leaders:  # without sorting a million of them
                     by_leaders[leaders] = float(np.partition(extra, leaders - 1)[:leaders].sum())
-                carried += by_leaders.get(leaders, 0.0)
+                led = by_leaders.get(leaders, 0.0)
+            for n, (goal, (free, ratio)) in enumerate(zip(held, knapsacks)):
+                # the other D - k racks hold at least max(d - k, 0) replicas of each partition, followers at least
+                if (n, k) not in held_forced:
+                    held_forced[n, k] = float(np.maximum(self.required - k, 0) @ goal.follower)
+                room = max(goal.limit * float(goal.capacity[~slots].sum()) - held_forced[n, k], 0.0)
+                rest = extra_total - min(extra_total, free + room * ratio)  # what the racks must lead at least
+                if rest > led * (1 + 1e-9):
+                    led, by = rest, goal.name
+            carried = by_k[k] + led
             room = float(room_of[racks].sum())
             floor = carried / room if room > 0 else 0.0
             if most is not None:
                 floor = water_floor(carried, capacity[slots], most[slots])
-            if floor > best[1] * (1 + 1e-9):
-                best = sorted(self.racks[d] for d in racks), floor
+            if floor > best.floor * (1 + 1e-9):
+                best = RackFloor(sorted(self.racks[d] for d in racks), floor, by)
         return best
 
-    def _rack_sets(self, smallest: list[int]) -> list[list[int]]:
+    def _rack_sets(self, smallest: list[int], every: bool = False) -> list[list[int]]:
         """The sets of racks :meth:`rack_floor` tries: the ``k`` of least capacity, each ``k``; under the
-        placement rules (where a rack's brokers may not all take their share) every proper subset."""
-        if self.placement is None or len(smallest) > RACK_SUBSETS:
+        placement rules (where a rack's brokers may not all take their share), or ``every``, each proper subset
+        (with held goals the least capacity is not always the worst: the other racks lead less of them)."""
+        if (self.placement is None and not every) or len(smallest) > RACK_SUBSETS:
             return [smallest[:k] for k in range(1, len(smallest))]
         return [list(c) for k in range(1, len(smallest)) for c in itertools.combinations(sorted(smallest), k)]
 

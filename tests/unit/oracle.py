@@ -27,10 +27,12 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from ortools.linear_solver import pywraplp
 from ortools.sat.python import cp_model
 
 from assigners import Constraints
@@ -143,7 +145,7 @@ def _every_threshold(brokers: pd.DataFrame, parts: pd.DataFrame, constraints: Co
     model, n = m.model, len(m.prepared)
     for counted, b, low, high in _count_bands(m, constraints):
         model.add_linear_constraint(sum(counted[p, b] for p in range(n)), low, high)
-    for carried, limit in _load_goals(m, constraints):
+    for carried, limit in _limited_goals(m, constraints):
         model.add(carried <= limit)
     _no_back_and_forth(model, m.x, m.prepared["topic"].tolist(), m.prepared["current"].tolist(), m.view.eligible)
     return m
@@ -200,10 +202,14 @@ def best_loads(
     if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     model.add(sum(outside) <= round(solver.objective_value))
-    reached = []
-    for carried, limit, bound_units in _load_goals(m, constraints, with_limits=False):
+    reached, held = [], list[tuple[_Goal, float]]()
+    for goal in _load_goals(m, constraints):
+        if len(set(goal.capacity.tolist())) > 1:
+            raise ValueError("best_loads: brokers of one capacity only")
+        reachable = _reachable(m, constraints, goal, held)  # the earlier goals met are held within their limits
+        limit = math.floor(goal.ratio * reachable * goal.capacity[0] / goal.unit)
         peak = model.new_int_var(0, 10**8, "")
-        for amount in carried:
+        for amount in goal.carried:
             model.add(amount <= peak)
         model.minimize(peak)
         solver = _solver(seconds)
@@ -211,8 +217,73 @@ def best_loads(
             break  # the goals before this one stand: each was reached with the earlier ones kept
         best = max(round(solver.objective_value), limit)
         model.add(peak <= best)
-        reached.append(best / bound_units)
+        reached.append(best / (goal.bound * goal.capacity[0] / goal.unit))
+        if best == limit and _leads_more(goal):
+            held.append((goal, goal.ratio * reachable))
     return reached or None
+
+
+def relaxed_least_peak(
+    brokers: pd.DataFrame, parts: pd.DataFrame, goal: str, constraints: Constraints | None = None
+) -> float:
+    """The lowest peak load goal ``goal`` reaches, over its lower bound, in the linear relaxation (GLOP) of only
+    what a reachable bound may assume: every partition's RF on eligible brokers spanning its racks, one leader,
+    the caps, the leader counts within their bands, and each earlier goal a leader carries more of within its
+    threshold. The relaxation's optimum is below any plan's, so a rack floor above it is no lower bound."""
+    constraints = constraints or Constraints()
+    m = _hard_rules(brokers, parts, constraints)  # for the prepared inputs and the bands: its model is not solved
+    lp, x, lead = _relaxation(m, constraints)
+    eligible = m.view.eligible
+
+    def carried(load: _Goal, k: int, b: int) -> object:
+        amounts = zip(load.as_leader.tolist(), load.as_follower.tolist())
+        return sum(f * x[p, b] + (a - f) * lead[p, b] for p, (a, f) in enumerate(amounts)) / float(load.capacity[k])
+
+    held = list[tuple[_Goal, float]]()
+    for load in _load_goals(m, constraints):
+        reachable = _reachable(m, constraints, load, held)
+        if load.name == goal:
+            peak = lp.NumVar(0, lp.infinity(), "")
+            for k, b in enumerate(eligible):
+                lp.Add(carried(load, k, b) <= peak)
+            lp.Minimize(peak)
+            if lp.Solve() != pywraplp.Solver.OPTIMAL:
+                raise RuntimeError(f"relaxed_least_peak: no optimum of the relaxation for {goal}")
+            return float(peak.solution_value()) / load.bound
+        if _leads_more(load):
+            for k, b in enumerate(eligible):
+                lp.Add(carried(load, k, b) <= load.ratio * reachable)
+            held.append((load, load.ratio * reachable))
+    raise ValueError(f"relaxed_least_peak: no goal {goal}")
+
+
+def _relaxation(m: _Model, constraints: Constraints):  # type: ignore[no-untyped-def]
+    """The linear relaxation of the hard rules (placement rules aside) and the leader bands: (solver, x, lead)."""
+    view, rf = m.view, m.prepared["rf"].tolist()
+    eligible, n = view.eligible, len(rf)
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    x = {(p, b): lp.NumVar(0, 1, "") for p in range(n) for b in eligible}
+    lead = {(p, b): lp.NumVar(0, 1, "") for p in range(n) for b in eligible}
+    racks = sorted({view.domain_of[b] for b in eligible})
+    for p in range(n):
+        lp.Add(sum(x[p, b] for b in eligible) == rf[p])
+        lp.Add(sum(lead[p, b] for b in eligible) == 1)
+        spans = []
+        for d in racks:
+            used = lp.NumVar(0, 1, "")
+            lp.Add(used <= sum(x[p, b] for b in eligible if view.domain_of[b] == d))
+            spans.append(used)
+        lp.Add(sum(spans) >= view.required_domains(rf[p]))
+        for b in eligible:
+            lp.Add(lead[p, b] <= x[p, b])
+    for b in eligible:
+        if view.max_replicas.get(b, math.inf) < math.inf:
+            lp.Add(sum(x[p, b] for p in range(n)) <= int(view.max_replicas[b]))
+    for counted, b, low, high in _count_bands(m, constraints):
+        if counted is m.lead:
+            lp.Add(sum(lead[p, b] for p in range(n)) >= low)
+            lp.Add(sum(lead[p, b] for p in range(n)) <= high)
+    return lp, x, lead
 
 
 @dataclass(frozen=True)
@@ -310,13 +381,20 @@ def rack_floor(
     follower: np.ndarray,
     leader: np.ndarray | None = None,
     leaders_low: np.ndarray | None = None,
+    held: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = (),
 ) -> float:
     """The least load per unit of capacity the rack rule forces on some set of racks: a partition spanning
     ``s`` of ``D`` racks keeps at least ``s - (D - m)`` replicas (each carrying at least its follower amount)
     in any ``m`` racks, so those racks' brokers together carry at least that much; with ``leader`` amounts and
     each broker's least leader count (``leaders_low``), the racks' brokers also lead at least that many, each
     adding at least the smallest leader-over-follower amounts. Tried over every set of racks, not only the
-    smallest ones (the planner takes the smallest ``m``: the two must agree)."""
+    smallest ones (the planner takes the smallest ``m``: the two must agree).
+
+    Or, with ``held`` earlier goals (leader amount, follower amount, capacity per broker, limit per unit of
+    capacity), each kept within its limit: the other racks hold at least ``s - m`` replicas of each partition,
+    which leaves them room to lead only so much of the held goal's leader-over-follower amount; leading a
+    partition whose held amount that does not raise costs them nothing, any other gives at most the best
+    ratio of this goal's amount to the held one's. The chosen racks lead the rest."""
     names = sorted(set(racks))
     room = {r: float(sum(c for c, x in zip(capacity, racks) if x == r)) for r in names}
     extra = np.sort(np.maximum(leader - follower, 0)) if leader is not None else None
@@ -327,16 +405,58 @@ def rack_floor(
             carried = need
             if extra is not None and leaders_low is not None:
                 leading = int(sum(low for low, x in zip(leaders_low, racks) if x in chosen))
-                carried += float(extra[:leading].sum())
+                led = float(extra[:leading].sum())
+                for held_leader, held_follower, held_capacity, limit in held:
+                    led = max(
+                        led,
+                        _led_past(
+                            leader,
+                            follower,
+                            held_leader,
+                            held_follower,
+                            held_capacity,
+                            limit,
+                            [x not in chosen for x in racks],
+                            np.maximum(spans - m, 0),
+                        ),
+                    )
+                carried += led
             best = max(best, carried / sum(room[r] for r in chosen))
     return best
 
 
-def _load_goals(m: _Model, constraints: Constraints, with_limits: bool = True):  # type: ignore[no-untyped-def]
-    """Per load goal in priority order (as [planner.balanced] names them): with ``with_limits``, each broker's
-    carried amount (per unit of its capacity, scaled to integers) and its limit, the ratio x the bound (or
-    the rack floor, where higher); without (brokers of one capacity only), per goal: every broker's carried
-    amount, the limit, and the bound, in the same units."""
+def _led_past(leader, follower, held_leader, held_follower, held_capacity, limit, outside, kept_outside) -> float:  # type: ignore[no-untyped-def]
+    """What a set of racks must lead of a goal's leader-over-follower amounts when the brokers ``outside`` it
+    keep a held goal within ``limit`` per unit of capacity while holding ``kept_outside`` replicas of each
+    partition (a fractional knapsack's bound, see :func:`rack_floor`)."""
+    gain = [max(a - f, 0.0) for a, f in zip(leader, follower)]
+    cost = [max(a - f, 0.0) for a, f in zip(held_leader, held_follower)]
+    room = limit * sum(c for c, out in zip(held_capacity, outside) if out)
+    room -= sum(k * f for k, f in zip(kept_outside, held_follower))
+    free = sum(g for g, c in zip(gain, cost) if c <= 0)
+    ratio = max((g / c for g, c in zip(gain, cost) if c > 0), default=0.0)
+    total = sum(gain)
+    return total - min(total, free + max(room, 0.0) * ratio)
+
+
+@dataclass
+class _Goal:
+    """One load goal of the oracle: its amounts, capacities, threshold and lower bound, and each broker's
+    carried amount as a model expression (integers: a millionth of the goal's total)."""
+
+    name: str
+    as_leader: np.ndarray
+    as_follower: np.ndarray
+    capacity: np.ndarray
+    ratio: float
+    bound: float
+    unit: float
+    carried: list
+
+
+def _load_goals(m: _Model, constraints: Constraints) -> list[_Goal]:
+    """The load goals in priority order (as [planner.balanced] names them), each broker's carried amount per
+    goal as a model expression."""
     eligible, prepared = m.view.eligible, m.prepared
     weight = np.array([m.view.weight_of[b] for b in eligible])
     disk = pd.to_numeric(m.brokers.set_index("broker_id")["disk_capacity_bytes"], errors="coerce").reindex(eligible)
@@ -357,33 +477,53 @@ def _load_goals(m: _Model, constraints: Constraints, with_limits: bool = True): 
         ),
         ("leader_bytes_in", bytes_in, zero, weight),
     ]
-    racks = [m.view.domain_of[b] for b in eligible]
-    leaders_low = np.array([low for counted, _, low, _ in _count_bands(m, constraints) if counted is m.lead])
-    spans = np.minimum(rf, len(set(racks))) if constraints.rack_aware else np.ones(len(rf), dtype=int)
     out = []
     for goal, as_leader, as_follower, capacity in goals:
-        ratio = constraints.balanced_ratio(goal)
         total = float((as_leader + (rf - 1) * as_follower).sum())
         if total <= 0:
             continue
         bound = max(total / capacity.sum(), float(max(as_leader.max(), as_follower.max())) / capacity.max())
-        floor = rack_floor(racks, capacity, spans, as_follower, as_leader, leaders_low)
-        reachable = max(bound, floor)
         unit = total / 1e6  # integer amounts: a millionth of the total
         leader_amount = np.round(as_leader / unit).astype(int).tolist()
         follower_amount = np.round(as_follower / unit).astype(int).tolist()
-        carried = []
-        for k, b in enumerate(eligible):
-            amount = sum(
+        carried = [
+            sum(
                 follower_amount[p] * m.x[p, b] + (leader_amount[p] - follower_amount[p]) * m.lead[p, b]
                 for p in range(len(prepared))
             )
-            carried.append(amount)
-            if with_limits:
-                out.append((amount, math.floor(ratio * reachable * capacity[k] / unit)))
-        if not with_limits:
-            if len(set(capacity.tolist())) > 1:
-                raise ValueError("best_loads: brokers of one capacity only")
-            limit = math.floor(ratio * reachable * capacity[0] / unit)
-            out.append((carried, limit, bound * capacity[0] / unit))
+            for b in eligible
+        ]
+        out.append(
+            _Goal(goal, as_leader, as_follower, capacity, constraints.balanced_ratio(goal), bound, unit, carried)
+        )
+    return out
+
+
+def _reachable(m: _Model, constraints: Constraints, goal: _Goal, held: list[tuple[_Goal, float]]) -> float:
+    """A goal's reachable bound per unit of capacity: its lower bound, or the rack floor where higher, with the
+    earlier goals ``held`` (each with its limit per unit of capacity) kept within their limits."""
+    eligible, rf = m.view.eligible, m.prepared["rf"].to_numpy()
+    racks = [m.view.domain_of[b] for b in eligible]
+    leaders_low = np.array([low for counted, _, low, _ in _count_bands(m, constraints) if counted is m.lead])
+    spans = np.minimum(rf, len(set(racks))) if constraints.rack_aware else np.ones(len(rf), dtype=int)
+    with_leaders = [(g.as_leader, g.as_follower, g.capacity, limit) for g, limit in held]
+    floor = rack_floor(racks, goal.capacity, spans, goal.as_follower, goal.as_leader, leaders_low, with_leaders)
+    return max(goal.bound, floor)
+
+
+def _leads_more(goal: _Goal) -> bool:
+    """Does a leader carry more of the goal than a follower (bytes out, the load, leader bytes in)?"""
+    return bool((goal.as_leader > goal.as_follower).any())
+
+
+def _limited_goals(m: _Model, constraints: Constraints) -> list[tuple[object, int]]:
+    """Each broker's carried amount per goal and its limit, the ratio x the reachable bound, every earlier goal
+    held within its own."""
+    out, held = [], list[tuple[_Goal, float]]()
+    for goal in _load_goals(m, constraints):
+        reachable = _reachable(m, constraints, goal, held)
+        for k, amount in enumerate(goal.carried):
+            out.append((amount, math.floor(goal.ratio * reachable * goal.capacity[k] / goal.unit)))
+        if _leads_more(goal):
+            held.append((goal, goal.ratio * reachable))
     return out
