@@ -850,8 +850,8 @@ def balance_leaders(
             led[replicas[0]][i] = None
     changes = _bulk_leader_changes(assignment, led, frozen)
     changes += _flow_leader_changes(assignment, led, frozen)
+    counts = {b: len(parts) for b, parts in led.items()}  # a path changes only its ends' counts: kept in step
     while True:
-        counts = {b: len(parts) for b, parts in led.items()}
         top = max(counts.values())
         if top - min(counts.values()) <= 1:
             return changes
@@ -872,6 +872,8 @@ def balance_leaders(
             replicas.insert(0, new_leader)
             del led[old_leader][i]
             led[new_leader][i] = None
+            counts[old_leader] -= 1
+            counts[new_leader] += 1
             changes += 1
 
 
