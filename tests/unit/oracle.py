@@ -9,7 +9,9 @@ independently of its code:
   weighted share;
 * where the rack rule forces more than that on some racks (uneven racks, a
   rack short of a dead broker), the bound is that forced load instead
-  (:func:`rack_floor`): the planner is held to its ratio of what is reachable;
+  (:func:`rack_floor`): the planner is held to its ratio of what is reachable,
+  with the earlier goals a leader carries more of kept within their limits
+  (the held goals: what the other racks cannot lead, the chosen racks must);
 * each load resource (disk, bytes in of every replica, bytes out of the
   leaders, bytes in of the leaders, and the weighted load of
   ``[planner.load_weights]``) at most its ratio x its lower bound on every
@@ -388,7 +390,7 @@ def rack_floor(
     in any ``m`` racks, so those racks' brokers together carry at least that much; with ``leader`` amounts and
     each broker's least leader count (``leaders_low``), the racks' brokers also lead at least that many, each
     adding at least the smallest leader-over-follower amounts. Tried over every set of racks, not only the
-    smallest ones (the planner takes the smallest ``m``: the two must agree).
+    smallest ones (the planner takes the smallest ``m`` where no goal is held: the two must agree).
 
     Or, with ``held`` earlier goals (leader amount, follower amount, capacity per broker, limit per unit of
     capacity), each kept within its limit: the other racks hold at least ``s - m`` replicas of each partition,
