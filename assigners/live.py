@@ -107,7 +107,10 @@ def uneven_replication_factors(partitions: pd.DataFrame, configured: frozenset[s
     >>> print(uneven_replication_factors(frame, set())[0].split(": each")[0])
     topic a: partition 1 has 1 replica where the other 2 partitions have 2
     """
-    counts = partitions["replicas"].map(len)
+    lengths = np.fromiter(map(len, partitions["replicas"]), dtype=np.int64, count=len(partitions))
+    if not len(lengths) or lengths.min() == lengths.max():  # one count everywhere (the usual case): no topic is uneven
+        return []
+    counts = pd.Series(lengths, index=partitions.index)
     spread = counts.groupby(partitions["topic"]).agg(["min", "max"])
     uneven = set(spread.index[spread["min"] != spread["max"]]) - set(configured)  # one pass: 1,000 topics 40 -> 2 ms
     out = []
