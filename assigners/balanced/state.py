@@ -388,7 +388,18 @@ class GoalSearch:
         ceiling (:meth:`_held_replica_ceilings`)."""
         return self._ceilings[leaders][b]
 
-    def _held_replica_ceilings(self) -> list[int]:
+    def forced_above_bands(self) -> bool:
+        """Does the rack rule hold some broker above its replica band (:meth:`_held_replica_ceilings`)?"""
+        return any(most > high for most, (_, high) in zip(self._ceilings[0], self._bands[0]))
+
+    def split_forced_racks(self) -> None:
+        """Let the brokers of a rack forced above the bands split its replicas as unevenly as leaves its other
+        brokers at their band's top: the counts stay as far outside their bands in all (the exact solver's
+        count goal), and a broker holding a hot replica may pass its other replicas to its rack mates
+        (searches._forced_racks_apart)."""
+        self._ceilings[0] = self._held_replica_ceilings(apart=True)
+
+    def _held_replica_ceilings(self, apart: bool = False) -> list[int]:
         """Per broker slot, the most replicas it may take: its band's high end, or, in a rack that must hold a
         replica of each partition spanning every rack and so more than its brokers' bands, one above that
         forced share (its ceiling with the slack), as the load goals are held to a ratio of their rack floor.
@@ -405,11 +416,16 @@ class GoalSearch:
             return ceilings
         rack_weight = np.bincount(self.rack_of, weights=self.weight, minlength=len(self.racks))
         spanning = int(self.spans_every_rack.sum())
+        highs = [high for _, high in self._bands[0]]
+        rack_high = np.bincount(self.rack_of, weights=highs, minlength=len(self.racks))
         for b in range(len(ceilings)):
             rack = rack_weight[self.rack_of[b]]
             forced = spanning * self.weight[b] / rack if rack > 0 else 0.0
             if forced > ceilings[b]:
-                ceilings[b] = max(ceilings[b], math.ceil(forced + self.slack[0] - 1e-9))
+                most = math.ceil(forced + self.slack[0] - 1e-9)
+                if apart:  # the rack's share less what its other brokers hold at their band's top
+                    most = max(most, spanning - int(rack_high[self.rack_of[b]] - highs[b]))
+                ceilings[b] = max(ceilings[b], most)
         return ceilings
 
     def rows_on(self, slot: int) -> np.ndarray:
