@@ -383,7 +383,7 @@ def _rack_reason(search: GoalSearch, racks: list[str], held_by: str = "") -> str
     if len(racks) == 1:
         spanning = int(search.spans_every_rack.sum())
         return f"rack {racks[0]} must hold a replica of each of the {spanning:,} partitions that span every rack{held}"
-    need = np.maximum(search.required - len(rest), 0)
+    need = search.replicas_in_any(len(racks))
     spans = " or ".join(str(d) for d in sorted(set(search.required[need > 0].tolist())))
     return (
         f"racks {', '.join(racks)} must hold {int(need.sum()):,} replicas at least: each partition must span "

@@ -147,17 +147,7 @@ def _forced_racks_apart(
     if not GoalSearch(best[0], partitions, view, resources, options).forced_above_bands():
         return best
     key = _rank(best, partitions, view, resources, options)
-    seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
-    for order in _count_orders(partitions, small=True):
-        replicas = _counts_evened(partitions, view, order, options)
-        if (layout := tuple(map(tuple, replicas))) in seen:
-            continue
-        seen.add(layout)
-        reach_goals(replicas, partitions, view, resources, options, apart=True)
-        reached = judged(replicas, partitions, view, resources, options)
-        if (ranked := _rank((replicas, reached), partitions, view, resources, options)) > key:
-            best, key = (replicas, reached), ranked
-    return best
+    return _best_of_orders(best, key, partitions, view, resources, options, apart=True)[0]
 
 
 def _goal_first(
@@ -177,17 +167,35 @@ def _goal_first(
         if first == 0:
             continue  # searched first already
         reordered = [resources[first], *(r for k, r in enumerate(resources) if k != first)]
-        seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
-        for order in _count_orders(partitions, small=True)[:orders]:
-            replicas = _counts_evened(partitions, view, order, options)
-            if (layout := tuple(map(tuple, replicas))) in seen:
-                continue
-            seen.add(layout)
-            reach_goals(replicas, partitions, view, reordered, options)
-            reached = judged(replicas, partitions, view, resources, options)
-            if (ranked := _rank((replicas, reached), partitions, view, resources, options)) > key:
-                best, key = (replicas, reached), ranked
+        best, key = _best_of_orders(best, key, partitions, view, resources, options, reordered, orders)
     return best
+
+
+def _best_of_orders(
+    best: Plan,
+    key: tuple[list[bool], tuple[float, ...], int],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    goals: list[Resource] | None = None,
+    orders: int | None = None,
+    apart: bool = False,
+) -> tuple[Plan, tuple[list[bool], tuple[float, ...], int]]:
+    """The goals (``goals``: in that order) searched from every count order (the first ``orders``, when given;
+    ``apart``: see :meth:`GoalSearch.split_forced_racks`); a plan replaces ``best`` when it ranks above ``key``
+    (:func:`_rank`). Returns the best plan and its rank."""
+    seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
+    for order in _count_orders(partitions, small=True)[:orders]:
+        replicas = _counts_evened(partitions, view, order, options)
+        if (layout := tuple(map(tuple, replicas))) in seen:
+            continue
+        seen.add(layout)
+        reach_goals(replicas, partitions, view, goals or resources, options, apart=apart)
+        reached = judged(replicas, partitions, view, resources, options)
+        if (ranked := _rank((replicas, reached), partitions, view, resources, options)) > key:
+            best, key = (replicas, reached), ranked
+    return best, key
 
 
 def _counts_evened(

@@ -568,20 +568,17 @@ class GoalSearch:
         for racks in sets:
             k = len(racks)
             if k not in by_k:
-                by_k[k] = float(np.maximum(self.required - (len(smallest) - k), 0) @ follower)
+                by_k[k] = float(self.replicas_in_any(k) @ follower)
             slots = in_rack[racks].any(axis=0)
             led, by = 0.0, ""  # what the racks' leaders add at least, and the held goal that says so
             if extra is not None and lead_low is not None:
                 leaders = min(int(lead_low[slots].sum()), len(extra))
-                if sums is not None:
-                    by_leaders[leaders] = float(sums[leaders])
-                elif leaders and leaders not in by_leaders:  # without sorting a million of them
+                if sums is None and leaders and leaders not in by_leaders:  # without sorting a million of them
                     by_leaders[leaders] = float(np.partition(extra, leaders - 1)[:leaders].sum())
-                led = by_leaders.get(leaders, 0.0)
+                led = float(sums[leaders]) if sums is not None else by_leaders.get(leaders, 0.0)
             for n, (goal, (free, ratio)) in enumerate(zip(held, knapsacks)):
-                # the other D - k racks hold at least max(d - k, 0) replicas of each partition, followers at least
-                if (n, k) not in held_forced:
-                    held_forced[n, k] = float(np.maximum(self.required - k, 0) @ goal.follower)
+                if (n, k) not in held_forced:  # the other racks' forced replicas, followers at least
+                    held_forced[n, k] = float(self.replicas_in_any(len(smallest) - k) @ goal.follower)
                 room = max(goal.limit * float(goal.capacity[~slots].sum()) - held_forced[n, k], 0.0)
                 rest = extra_total - min(extra_total, free + room * ratio)  # what the racks must lead at least
                 if rest > led * (1 + 1e-9):
@@ -594,6 +591,12 @@ class GoalSearch:
             if floor > best.floor * (1 + 1e-9):
                 best = RackFloor(sorted(self.racks[d] for d in racks), floor, by)
         return best
+
+    def replicas_in_any(self, m: int) -> np.ndarray:
+        """Per partition, the replicas any ``m`` racks hold at least: it spans ``d`` of the ``D`` racks, and the
+        other ``D - m`` give it one each at most, so ``d - (D - m)``."""
+        kept: np.ndarray = np.maximum(self.required - (len(self.racks) - m), 0)
+        return kept
 
     def _rack_sets(self, smallest: list[int], every: bool = False) -> list[list[int]]:
         """The sets of racks :meth:`rack_floor` tries: the ``k`` of least capacity, each ``k``; under the

@@ -121,7 +121,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     empty = frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
         kept = GoalSearch(preferred, partitions, view, resources, options)
-        preferred_even, preferred_met = _settled(kept, view), kept.goals_met()
+        preferred_even, preferred_met = _even_by_bands(kept, view), kept.goals_met()
         empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
     soft = placement is not None and bool(placement.preferred or any(rule.leader_racks for rule in placement.rules))
@@ -301,14 +301,14 @@ def _resources(partitions: pd.DataFrame, brokers: pd.DataFrame, view: ClusterVie
 
 
 def _settles(even: bool | None, preferred: list[list[int]], partitions: pd.DataFrame, view: ClusterView) -> bool:
-    """``even`` (:func:`_settled`), or where that cannot tell, whether the count balancing leaves ``preferred``
+    """``even`` (:func:`_even_by_bands`), or where that cannot tell, whether the count balancing leaves ``preferred``
     as it is."""
     if even is not None:
         return even
     return settles_as_it_is(preferred, partitions, view, since=partitions["current"].tolist())
 
 
-def _settled(search: GoalSearch, view: ClusterView) -> bool | None:
+def _even_by_bands(search: GoalSearch, view: ClusterView) -> bool | None:
     """In the search's legal layout no cap is broken, and every replica and leader count is in its band (True);
     a cap broken (False); None: counts off their bands, settled only if the shared count balancing finds
     nothing to move (as close as racks allow: :func:`settles_as_it_is`, which the caller asks where it counts).
