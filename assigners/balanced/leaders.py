@@ -103,9 +103,10 @@ class _Walk:
         self.parts = np.flatnonzero(movable).tolist()
         self.rows = [list(search.rows_of(i)) for i in self.parts]
         self.row_on = [{int(search.slot[r]): r for r in rows} for rows in self.rows]  # per partition: slot -> row
+        self.row_slots = [[int(search.slot[r]) for r in rows] for rows in self.rows]  # the walk moves no replica
         self.leader = [next(r for r in rows if search.lead[r]) for rows in self.rows]
+        self.leader_slot = [int(search.slot[r]) for r in self.leader]
         self.start = list(self.leader)
-        self.slot = search.slot
         # per goal and partition of the walk: what passing its leadership moves
         self.delta = [
             np.asarray(search.resources[k].leader - search.resources[k].follower, dtype=float)[self.parts].tolist()
@@ -121,8 +122,8 @@ class _Walk:
         bands = [search.band(b, 1) for b in range(len(search.brokers))]
         self.low, self.high = [low for low, _ in bands], [high for _, high in bands]
         self.led: list[list[int]] = [[] for _ in bands]  # indexes into parts, per slot
-        for n, row in enumerate(self.leader):
-            self.led[int(self.slot[row])].append(n)
+        for n, slot in enumerate(self.leader_slot):
+            self.led[slot].append(n)
         self.best_load = [list(load) for load in self.load]
         self.best_leader = list(self.leader)
 
@@ -131,57 +132,54 @@ class _Walk:
         picks = rng.integers(0, max(1, len(self.parts)), steps).tolist()
         to, partner, luck = rng.random(steps).tolist(), rng.random(steps).tolist(), rng.random(steps).tolist()
         energy = best = 0.0  # relative to the start
-        count, low, high, slot = self.count, self.low, self.high, self.slot
+        # the loop reads locals only: ~10k steps a walk, hundreds of walks in a small cluster's plan
+        count, low, high, led, row_on = self.count, self.low, self.high, self.led, self.row_on
+        rows_of, slots_of, leader, leader_slot = self.rows, self.row_slots, self.leader, self.leader_slot
+        goals = list(zip(self.delta, self.load, self.capacity, self.weight, self.target))
+        start, exp = self.start, math.exp
         for step in range(steps if self.parts else 0):
             n = picks[step]
-            rows = self.rows[n]
-            new = rows[int(to[step] * len(rows))]
-            if new == self.leader[n]:
+            rows = rows_of[n]
+            pick = int(to[step] * len(rows))
+            new = rows[pick]
+            if new == leader[n]:
                 continue
-            a, b = int(slot[self.leader[n]]), int(slot[new])
+            a, b = leader_slot[n], slots_of[n][pick]
             back = None
             if not (count[a] - 1 >= low[a] and count[b] + 1 <= high[b]):
-                back = self._passed_back(b, a, partner[step])
-                if back is None:
+                led_b = led[b]  # a partition b leads that a follows, drawn: passed back to a
+                if not led_b:
                     continue
-            change = self._energy_change(n, back, a, b)
+                m = led_b[int(partner[step] * len(led_b))]
+                row = row_on[m].get(a)
+                if row is None:
+                    continue
+                back = (m, row)
+            # how the energy changes: each goal's excess over its target on both brokers, weighted, and the
+            # leaders changed; max(0.0, x) written out (hot loop)
+            change = 0.0
+            for delta, load, cap, weight, target in goals:
+                moved = delta[n] - (delta[back[0]] if back else 0.0)
+                a_after, a_before = load[a] - moved / cap[a] - target, load[a] - target
+                b_after, b_before = load[b] + moved / cap[b] - target, load[b] - target
+                change += weight * (a_after if a_after > 0.0 else 0.0) - weight * (a_before if a_before > 0.0 else 0.0)
+                change += weight * (b_after if b_after > 0.0 else 0.0) - weight * (b_before if b_before > 0.0 else 0.0)
+            before = int(leader[n] != start[n])
+            after = int(new != start[n])
+            if back is not None:
+                before += int(leader[back[0]] != start[back[0]])
+                after += int(back[1] != start[back[0]])
+            change += CHANGE_COST * (after - before)
             if change > 0:
                 temperature = HOT * (COLD / HOT) ** (step / steps)
-                if not luck[step] < math.exp(-change / temperature):
+                if not luck[step] < exp(-change / temperature):
                     continue
             self._transfer(n, back, a, b)
             energy += change
             if energy < best - 1e-12:
                 best = energy
                 self.best_load = [list(load) for load in self.load]
-                self.best_leader = list(self.leader)
-
-    def _passed_back(self, b: int, a: int, draw: float) -> tuple[int, int] | None:
-        """A partition broker ``b`` leads that ``a`` follows (drawn), and its row on ``a``; None: none drawn."""
-        led = self.led[b]
-        if not led:
-            return None
-        m = led[int(draw * len(led))]
-        row = self.row_on[m].get(a)
-        return None if row is None else (m, row)
-
-    def _energy_change(self, n: int, back: tuple[int, int] | None, a: int, b: int) -> float:
-        """How the energy changes with ``n``'s leadership passed from slot ``a`` to ``b`` (and ``back``'s from
-        ``b`` to ``a``): each goal's excess over its target on both, weighted, and the leaders changed."""
-        change = 0.0
-        for delta, load, cap, weight, target in zip(self.delta, self.load, self.capacity, self.weight, self.target):
-            moved = delta[n] - (delta[back[0]] if back else 0.0)
-            # each broker's excess over the target, before and after: max(0.0, x) written out (hot loop)
-            a_after, a_before = load[a] - moved / cap[a] - target, load[a] - target
-            b_after, b_before = load[b] + moved / cap[b] - target, load[b] - target
-            change += weight * (a_after if a_after > 0.0 else 0.0) - weight * (a_before if a_before > 0.0 else 0.0)
-            change += weight * (b_after if b_after > 0.0 else 0.0) - weight * (b_before if b_before > 0.0 else 0.0)
-        before = int(self.leader[n] != self.start[n])
-        after = int(self.row_on[n][b] != self.start[n])
-        if back is not None:
-            before += int(self.leader[back[0]] != self.start[back[0]])
-            after += int(back[1] != self.start[back[0]])
-        return change + CHANGE_COST * (after - before)
+                self.best_leader = list(leader)
 
     def _transfer(self, n: int, back: tuple[int, int] | None, a: int, b: int) -> None:
         moves = [(n, self.row_on[n][b], a, b)]
@@ -192,6 +190,7 @@ class _Walk:
                 load[old] -= delta[m] / cap[old]
                 load[new] += delta[m] / cap[new]
             self.leader[m] = row
+            self.leader_slot[m] = new
             self.count[old] -= 1
             self.count[new] += 1
             self.led[old].remove(m)
@@ -202,5 +201,8 @@ class _Walk:
         per partition whose leader changed."""
         for old, row in zip(self.start, self.best_leader):
             if row != old:
-                steps = ((old, int(self.slot[old]), False, False), (row, int(self.slot[row]), True, False))
+                steps = (
+                    (old, int(self.search.slot[old]), False, False),
+                    (row, int(self.search.slot[row]), True, False),
+                )
                 self.search.apply_steps(steps)
