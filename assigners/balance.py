@@ -925,28 +925,34 @@ def _flow_leader_changes(
     average = sum(len(p) for p in led.values()) / max(len(led), 1)
     high, low = math.ceil(average), math.floor(average)
     changes = 0
+    matrix = None  # every partition's replicas, built for the first flow and kept in step by each
     for over, under in ((high, low), (high, high), (low, low)):
         supply = {b: len(p) - over for b, p in led.items() if len(p) > over}
         demand = {b: under - len(p) for b, p in led.items() if len(p) < under}
         if min(sum(supply.values()), sum(demand.values())) >= _FLOW_MIN_SHIFTS:
-            changes += _shift_by_flow(assignment, led, frozen, supply, demand)
+            matrix = replica_matrix(assignment) if matrix is None else matrix
+            changes += _shift_by_flow(assignment, matrix, led, frozen, supply, demand)
     return changes
 
 
 def _shift_by_flow(
     assignment: list[list[int]],
+    everyone: np.ndarray,
     led: dict[int, dict[int, None]],
     frozen: frozenset[int] | set[int],
     supply: dict[int, int],
     demand: dict[int, int],
 ) -> int:
+    """One maximum flow of leaderships from ``supply`` to ``demand`` (see :func:`_flow_leader_changes`); in
+    place, ``everyone`` (the assignment's replica matrix) kept in step. Returns the leaderships shifted."""
     brokers = sorted(led)
     node = {b: k + 1 for k, b in enumerate(brokers)}  # 0 is the source
     parts = [i for b in brokers for i in led[b] if i not in frozen]
     first = len(brokers) + 1  # partition k is node first + k
     sink = first + len(parts)
     # edges leader -> partition -> each follower that is a broker of the network, built on the replica matrix
-    matrix = replica_matrix([assignment[i] for i in parts])
+    # (padding columns beyond these rows' widest add no edge)
+    matrix = everyone[parts]
     known = np.asarray(brokers, dtype=np.int64)
     slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
     in_network = known[slot] == matrix
@@ -970,6 +976,7 @@ def _shift_by_flow(
         replicas.remove(new_leader)
         replicas.insert(0, new_leader)
         led[new_leader][i] = None
+        everyone[i, : len(replicas)] = replicas
     return int(used.sum())
 
 

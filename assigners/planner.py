@@ -181,9 +181,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     prepared = prepare_partitions(partitions, constraints)
     view = ClusterView.from_brokers(prepared_brokers, constraints)
     check_feasible(prepared, view)
-    placement = resolve_placement(constraints, prepared, view)
-    if placement is not None:
-        check_placement(placement, prepared, view)
+    placement, live = _placement(constraints, prepared, view)
 
     assignment = STRATEGIES[request.strategy].assign(prepared_brokers, prepared, constraints, request.seed)
     rules = LeaderRules.resolve(constraints, prepared)
@@ -196,9 +194,10 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     if drift:
         notes.append(_drift_note(request, drift))
     # the live layout never moves a frozen partition: only a forbidden broker, or a leader to prefer, makes it stale
-    live_breaks_placement = placement is not None and (
-        bool(placement.breaks(replica_matrix(prepared["current"].tolist())).any())
-        or _leaders_to_prefer(prepared, view, placement)
+    live_breaks_placement = (
+        placement is not None
+        and live is not None
+        and (bool(placement.breaks(live).any()) or _leaders_to_prefer(prepared, view, placement))
     )
     if skip_reason and not rules.active and not drift and not live_breaks_placement:
         notes = [*notes, *_still_pending(prepared, request), skip_reason]
@@ -209,7 +208,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     rows = [list(r) for r in assignment["replicas"]]
     placed: frozenset[int] = frozenset()
     if placement is not None:  # every strategy keeps the placement rules: repaired here, checked below
-        placement_notes, placed = enforce_placement(rows, prepared, view, placement)
+        placement_notes, placed = enforce_placement(rows, prepared, view, placement, live)
         passed = prefer_leader_racks(rows, view, placement, prepared["current"].tolist())[0]
         notes.extend([*placement_notes, *passed])
     extras = _apply_rules(rows, prepared, view, constraints, rules, request.strategy, notes, placed, placement)
@@ -217,7 +216,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     target = replica_matrix(rows)
     validate_plan(prepared, assignment, view, rules, target, placement)
     del rows, assignment  # the matrix says it all from here: at 1M partitions the lists are ~90 MB of the peak
-    live = replica_matrix(prepared["current"].tolist())
+    live = replica_matrix(prepared["current"].tolist()) if live is None else live
 
     epochs = _previous_epochs(partitions)
     in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(prepared), dtype=bool)
@@ -408,6 +407,18 @@ def _judge(
             + (" (forced changes)" if must_change else " (allowed by allow_worse)")
         )
     return COMMITTED
+
+
+def _placement(
+    constraints: Constraints, prepared: pd.DataFrame, view: ClusterView
+) -> tuple[Placement | None, np.ndarray | None]:
+    """The cluster's placement rules, checked (:func:`check_placement`), and with them the live layout's replica
+    matrix, which their checks and repairs read (built once: else after the plan, as the diff needs it)."""
+    placement = resolve_placement(constraints, prepared, view)
+    if placement is None:
+        return None, None
+    check_placement(placement, prepared, view)
+    return placement, replica_matrix(prepared["current"].tolist())
 
 
 def _apply_rules(

@@ -356,16 +356,22 @@ def _plural(n: int, noun: str) -> str:
 
 
 def enforce_placement(
-    rows: list[list[int]], partitions: pd.DataFrame, view: ClusterView, placement: Placement
+    rows: list[list[int]],
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    placement: Placement,
+    live: np.ndarray | None = None,
 ) -> tuple[list[str], frozenset[int]]:
     """Frozen partitions back to their live replicas, and every replica on a broker its rule forbids onto the
     allowed broker with the fewest replicas per weight; in place. Returns the notes and the partitions
-    whose change the rules force (the move budget never defers them)."""
+    whose change the rules force (the move budget never defers them). ``live``: the live layout's replica
+    matrix, where the caller has it."""
     current = partitions["current"].tolist()
     rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
     frozen_kept, forced = 0, set()
     topics, numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
-    live, planned = replica_matrix(current), replica_matrix(rows)
+    live = replica_matrix(current) if live is None else live
+    planned = replica_matrix(rows)
     notes = _live_repairs(live, current, view, placement)
     todo = _to_repair(planned, live, current, rf, view, placement)
     if todo.any():  # a plan that keeps the rules already (a check, as most calls are) builds nothing more
