@@ -945,22 +945,11 @@ def _shift_by_flow(
 ) -> int:
     """One maximum flow of leaderships from ``supply`` to ``demand`` (see :func:`_flow_leader_changes`); in
     place, ``everyone`` (the assignment's replica matrix) kept in step. Returns the leaderships shifted."""
-    brokers = sorted(led)
-    node = {b: k + 1 for k, b in enumerate(brokers)}  # 0 is the source
+    brokers = sorted(led)  # broker k is node k + 1; 0 is the source
     parts = [i for b in brokers for i in led[b] if i not in frozen]
     first = len(brokers) + 1  # partition k is node first + k
     sink = first + len(parts)
-    # edges leader -> partition -> each follower that is a broker of the network, built on the replica matrix
-    # (padding columns beyond these rows' widest add no edge)
-    matrix = everyone[parts]
-    known = np.asarray(brokers, dtype=np.int64)
-    slot = np.clip(np.searchsorted(known, matrix), 0, len(known) - 1)
-    in_network = known[slot] == matrix
-    part_node = first + np.arange(len(parts), dtype=np.int64)
-    row, col = np.nonzero(in_network[:, 1:])
-    src = np.concatenate([np.zeros(len(supply), np.int64), slot[:, 0] + 1, part_node[row], [node[b] for b in demand]])
-    dst = np.concatenate([[node[b] for b in supply], part_node, slot[row, col + 1] + 1, np.full(len(demand), sink)])
-    cap = np.concatenate([list(supply.values()), np.ones(len(parts) + len(row), np.int64), list(demand.values())])
+    src, dst, cap = _flow_edges(everyone, parts, brokers, first, sink, supply, demand)
     from scipy.sparse import csr_matrix  # here: scipy costs a read-only command 0.2 s to import
     from scipy.sparse.csgraph import maximum_flow
 
@@ -978,6 +967,35 @@ def _shift_by_flow(
         led[new_leader][i] = None
         everyone[i, : len(replicas)] = replicas
     return int(used.sum())
+
+
+def _flow_edges(
+    everyone: np.ndarray,
+    parts: list[int],
+    brokers: list[int],
+    first: int,
+    sink: int,
+    supply: dict[int, int],
+    demand: dict[int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The flow network's edges (from, to, capacity): source -> each broker with a surplus; leader -> partition
+    (node ``first`` + its index in ``parts``) -> each follower that is a broker of the network; each broker with
+    a deficit -> sink. Padding columns add no edge. Each array is dropped once read: at 1M partitions each is a
+    replica matrix's size, and ``everyone`` stays besides."""
+    node = {b: k + 1 for k, b in enumerate(brokers)}  # 0 is the source
+    known = np.asarray(brokers, dtype=np.int64)
+    matrix = everyone[parts]
+    slot = np.searchsorted(known, matrix)
+    np.clip(slot, 0, len(known) - 1, out=slot)
+    in_network = known[slot] == matrix
+    del matrix
+    part_node = first + np.arange(len(parts), dtype=np.int64)
+    row, col = np.nonzero(in_network[:, 1:])
+    del in_network
+    src = np.concatenate([np.zeros(len(supply), np.int64), slot[:, 0] + 1, part_node[row], [node[b] for b in demand]])
+    dst = np.concatenate([[node[b] for b in supply], part_node, slot[row, col + 1] + 1, np.full(len(demand), sink)])
+    cap = np.concatenate([list(supply.values()), np.ones(len(parts) + len(row), np.int64), list(demand.values())])
+    return src, dst, cap
 
 
 def _leader_path(
