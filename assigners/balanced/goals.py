@@ -244,9 +244,6 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     second one takes the lowest-peak swaps among those the rules allow
     (:func:`_screened_swaps`).
     """
-    failed = (k, top, search.unchanged_since())
-    if failed in search.screened_in_vain:
-        return False  # asked again of the same layout: a goal's next pass often is (small clusters: 850 of 3,051)
     mine = movable(search, search.rows_on(top))
     mine = mine[search.amount(k, mine) > 0]
     if not len(mine):
@@ -267,7 +264,6 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
                 options += _screened_swaps(search, k, r, top, c, returns)
         if _apply_best(search, k, top, options):
             return True
-    search.screened_in_vain.add(failed)
     return False
 
 

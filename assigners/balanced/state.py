@@ -287,12 +287,9 @@ class GoalSearch:
         self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
-        self.passes = 0  # new_pass calls: a pass's moves may not move again (twice) until the next
         self.actions = 0  # actions applied (apply)
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
         self.lightest_sums: dict[int, np.ndarray] = {}  # per goal, for shed.worth_shedding (built there, once)
-        # (goal, broker slot, unchanged_since()) where goals.improve_screened applied nothing
-        self.screened_in_vain: set[tuple[int, int, tuple[int, int, tuple[float, ...]]]] = set()
         self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
 
     def _hold_met_goals(self) -> None:
@@ -338,12 +335,6 @@ class GoalSearch:
             self.floors[k], self.reachable[k] = floor, floor.floor
         self.any_forced = any(self.forced(j) for j in range(len(self.resources)))
         self._limits = (-1, [])
-
-    def unchanged_since(self) -> tuple[int, int, tuple[float, ...]]:
-        """What every answer of the search reads besides its arguments: the layout (steps applied), the pass
-        (replicas it placed may not move again) and each goal's reachable bound (:meth:`hold_earlier_goals`).
-        Equal keys, equal answers."""
-        return self.passes, self.steps, tuple(self.reachable)
 
     def amount(self, k: int, rows: np.ndarray) -> np.ndarray:
         """Goal ``k``'s amount of each replica row in its current role."""
@@ -828,7 +819,6 @@ class GoalSearch:
         """A replica the last pass placed may move again (see :meth:`may_go`)."""
         self.twice.clear()
         self._steps.clear()
-        self.passes += 1
 
     def apply(self, change: Change) -> None:
         self.actions += 1
