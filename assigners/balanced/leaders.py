@@ -101,10 +101,10 @@ class _Walk:
         if search.placement is not None:
             movable &= ~search.placement.frozen
         self.parts = np.flatnonzero(movable).tolist()
-        self.rows = [list(search.rows_of(i)) for i in self.parts]
-        self.row_on = [{int(search.slot[r]): r for r in rows} for rows in self.rows]  # per partition: slot -> row
-        self.row_slots = [[int(search.slot[r]) for r in rows] for rows in self.rows]  # the walk moves no replica
-        self.leader = [next(r for r in rows if search.lead[r]) for rows in self.rows]
+        rows = [list(search.rows_of(i)) for i in self.parts]
+        self.row_on = [{int(search.slot[r]): r for r in mine} for mine in rows]  # per partition: slot -> row
+        self.row_slots = [list(on) for on in self.row_on]  # its replicas' slots in row order (the walk moves none)
+        self.leader = [next(r for r in mine if search.lead[r]) for mine in rows]
         self.leader_slot = [int(search.slot[r]) for r in self.leader]
         self.start = list(self.leader)
         # per goal and partition of the walk: what passing its leadership moves
@@ -134,17 +134,16 @@ class _Walk:
         energy = best = 0.0  # relative to the start
         # the loop reads locals only: ~10k steps a walk, hundreds of walks in a small cluster's plan
         count, low, high, led, row_on = self.count, self.low, self.high, self.led, self.row_on
-        rows_of, slots_of, leader, leader_slot = self.rows, self.row_slots, self.leader, self.leader_slot
+        slots_of, leader, leader_slot = self.row_slots, self.leader, self.leader_slot
         goals = list(zip(self.delta, self.load, self.capacity, self.weight, self.target))
         start, exp = self.start, math.exp
         for step in range(steps if self.parts else 0):
             n = picks[step]
-            rows = rows_of[n]
-            pick = int(to[step] * len(rows))
-            new = rows[pick]
-            if new == leader[n]:
+            slots = slots_of[n]
+            a, b = leader_slot[n], slots[int(to[step] * len(slots))]
+            if b == a:
                 continue
-            a, b = leader_slot[n], slots_of[n][pick]
+            new = row_on[n][b]
             back = None
             if not (count[a] - 1 >= low[a] and count[b] + 1 <= high[b]):
                 led_b = led[b]  # a partition b leads that a follows, drawn: passed back to a
