@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +157,32 @@ def with_rules(repeat: int) -> None:
             f"{ratio:.2f}x its time without",
             "<= 1.5x",
             ratio <= 1.5,
+        )
+
+
+def rules_one_by_one(repeat: int) -> None:
+    """``balanced`` on the 10k cluster with each of :func:`five_rules` alone (the taints only with the first,
+    which tolerates them, and alone): which rule costs what, and a rule that sends the search wide shows."""
+    brokers, parts = cluster(10_000, 50, 5)
+    rules = five_rules(brokers)
+    variants = {"no rule": Constraints(), "the taints alone": replace(rules, placement=())}
+    for n, rule in enumerate(rules.placement):
+        variants[f"rule {n + 1} alone ({rule.topics})"] = replace(
+            rules, placement=(rule,), broker_taints=rules.broker_taints if n == 0 else {}
+        )
+    print(f"\n  balanced with one rule at a time; median of {repeat}")
+    for name, constraints in variants.items():
+        request = PlanRequest("bench", "balanced", constraints, allow_worse=True)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = plan_cluster(brokers, parts, request)
+            times.append(time.perf_counter() - start)
+        m = result.metrics
+        unmet = sum("not met" in note or "out of reach" in note for note in result.notes)
+        print(
+            f"  {name:<34} {statistics.median(times) * 1000:6.0f} ms  "
+            f"moves {m.moves if m else '-'}, {unmet} goal notes unmet"
         )
 
 
@@ -340,6 +367,7 @@ def main() -> int:
     if not args.only_1m:
         small(args.repeat)
         with_rules(3)
+        rules_one_by_one(3)
         shapes()
         scenarios(3)
         scenarios_10k(3)

@@ -133,6 +133,17 @@ class _Sets:
         return found
 
 
+class _Journal(NamedTuple):
+    """What :meth:`GoalSearch.roll_back` restores: the action count and the replicas the pass had placed
+    when the journal began, and per step since (row, slot it left, led there, relocated, its partition's
+    replicas before); and the row that stays put meanwhile."""
+
+    actions: int
+    twice: set[tuple[int, int]]
+    steps: list[tuple[int, int, bool, bool, list[int]]]
+    pinned: int  # the row the trial relocated
+
+
 class GoalSearch:
     """Replica rows (partition, broker slot, leads?) and per-goal broker loads, under every rule."""
 
@@ -288,8 +299,10 @@ class GoalSearch:
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
         self.actions = 0  # actions applied (apply)
+        self._journal: _Journal | None = None  # see keep_journal
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
         self.lightest_sums: dict[int, np.ndarray] = {}  # per goal, for shed.worth_shedding (built there, once)
+        self.least_kept: dict[int, np.ndarray] = {}  # per goal, for goals.dominant_home (built there, once)
         self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
 
     def _hold_met_goals(self) -> None:
@@ -687,7 +700,10 @@ class GoalSearch:
         return known[0]
 
     def may_go(self, row: int, slot: int) -> bool:
-        """A replica moves at most once: one this pass placed only goes back to a live broker (an undo)."""
+        """A replica moves at most once: one this pass placed only goes back to a live broker (an undo); the
+        one a trial relocated stays while it runs (:meth:`keep_journal`)."""
+        if self._journal is not None and row == self._journal.pinned:
+            return False
         i, ids = self.part_of[row], self.broker_ids
         return (i, ids[self._slot_of[row]]) not in self.twice or ids[slot] in self.live[i]
 
@@ -829,9 +845,40 @@ class GoalSearch:
         for row, slot, lead, relocate in change:
             self.set_row(row, slot, lead, relocate)
 
+    def keep_journal(self, pinned: int) -> None:
+        """Note every step from here on, so that :meth:`roll_back` can take them back (a trial the goal
+        search keeps only where it ends better); until then replica row ``pinned`` stays where it is."""
+        self._journal = _Journal(self.actions, set(self.twice), [], pinned)
+        self._topic_moved[self._topic_of[pinned]] += 1  # may_step's kept answers for it are stale
+
+    @property
+    def journaling(self) -> bool:
+        return self._journal is not None
+
+    def drop_journal(self) -> None:
+        """Keep the steps since :meth:`keep_journal`."""
+        assert self._journal is not None
+        self._topic_moved[self._topic_of[self._journal.pinned]] += 1  # its row may move again
+        self._journal = None
+
+    def roll_back(self) -> None:
+        """Take back every step since :meth:`keep_journal`, last first: the layout, the replica lists' order,
+        the replicas this pass placed and the action count as they were (the loads up to float rounding)."""
+        journal = self._journal
+        assert journal is not None
+        self._journal = None
+        for row, old_slot, was_lead, relocate, reps in reversed(journal.steps):
+            self.set_row(row, old_slot, was_lead, relocate)
+            self.replicas[self.part_of[row]][:] = reps
+        self.twice.clear()
+        self.twice.update(journal.twice)
+        self.actions = journal.actions
+
     def set_row(self, row: int, slot: int, lead: bool, relocate: bool) -> None:
         self.steps += 1
         i, old_slot, was_lead = self.part_of[row], self._slot_of[row], bool(self.lead[row])
+        if self._journal is not None:
+            self._journal.steps.append((row, old_slot, was_lead, relocate, list(self.replicas[i])))
         ordered = self._still_ordered(old_slot, slot)
         old_amount = float(self.row_amount[self._by_role[0]][row]) if ordered else 0.0
         for (load, capacity, as_leader, as_follower), amounts in zip(self.goal_rows, self.row_amount):

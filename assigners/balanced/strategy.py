@@ -32,9 +32,13 @@ balance threshold per resource; it is met, noted and accepted against that.
 It works off the most loaded broker with Cruise Control's three actions:
 leadership transfer (moves no data), single replica move (only while the
 replica counts stay within the slack) and replica swap between two brokers
-(counts unchanged). Among the actions that bring the broker under the
-threshold, the one moving the fewest bytes wins (small or cold partitions
-first, a leadership transfer above all); otherwise the best gain per byte.
+(counts unchanged); and where the most loaded broker can never carry
+its one dominant replica (its frozen replicas leave no room), that replica
+swapped whole onto a broker that can, kept only where the goal ends met
+(:func:`assigners.balanced.goals.dominant_home`). Among the actions
+that bring the broker under the threshold, the one moving the fewest bytes
+wins (small or cold partitions first, a leadership transfer above all);
+otherwise the best gain per byte.
 On a large cluster a round also takes the next few actions of its ranking
 that add no more moves (:func:`assigners.balanced.goals._apply_more`).
 A replica moves at most once in a plan, and never A->B and B->A in one topic.
