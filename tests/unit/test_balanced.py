@@ -717,6 +717,34 @@ def test_a_trial_rolled_back_leaves_the_search_as_a_fresh_search_of_the_layout_i
     assert positive == {key: n for key, n in fresh.moved.counts.items() if n}
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    kind=st.sampled_from(["drifted", "skewed", "rf_gt_racks", "broker_removed", "racks_633", "hot"]),
+    n_parts=st.integers(10, 60),
+    seed=st.integers(0, 10_000),
+    rounds=st.integers(1, 12),
+)
+@example(kind="hot", n_parts=38, seed=332, rounds=12)
+@example(kind="racks_633", n_parts=20, seed=310, rounds=6)
+def test_property_a_rolled_back_trial_leaves_the_layout_and_its_bookkeeping_as_they_were(kind, n_parts, seed, rounds):
+    # any actions of any goal (moves, swaps, leadership changes) taken back last first give the layout the trial
+    # started from, replica order and leaders included, with the counts, loads and topic pairs it had
+    search = settled_search(kind, 6, n_parts, seed)
+    improve(search, 0, int(np.argmax(search.load[0])))  # the replicas a pass placed before the trial stay placed
+    before, actions, placed = [list(r) for r in search.replicas], search.actions, set(search.twice)
+    loads, counts, leaders = search.load.copy(), search.count.tolist(), search.leaders.tolist()
+    pairs, pinned_slot = {key: n for key, n in search.moved.counts.items() if n}, int(search.slot[0])
+    search.keep_journal(0)
+    for n in range(rounds):
+        k = n % len(search.resources)
+        improve(search, k, int(np.argmax(search.load[k])))
+    assert search.slot[0] == pinned_slot  # the pinned row stays
+    search.roll_back()
+    assert search.replicas == before and search.actions == actions and search.twice == placed
+    assert np.allclose(search.load, loads) and search.count.tolist() == counts and search.leaders.tolist() == leaders
+    assert {key: n for key, n in search.moved.counts.items() if n} == pairs
+
+
 def heaviest_row(search: GoalSearch, k: int, slot: int) -> int:
     rows = search.rows_on(slot)
     return int(rows[np.argmax(search.amount(k, rows))])
