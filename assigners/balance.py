@@ -920,13 +920,15 @@ def _flow_leader_changes(
     leader at most once, and brokers in between keep their count. First the
     brokers above ceil(average) feed those below floor(average); then any
     surplus left goes to brokers below the ceiling, or any deficit left is
-    fed from brokers above the floor. scipy's Dinic is deterministic.
+    fed from brokers above the floor. scipy's Dinic is deterministic. Where
+    the average is whole the three are one network: a maximum flow leaves
+    no path in it, so it runs once.
     """
     average = sum(len(p) for p in led.values()) / max(len(led), 1)
     high, low = math.ceil(average), math.floor(average)
     changes = 0
     matrix = None  # every partition's replicas, built for the first flow and kept in step by each
-    for over, under in ((high, low), (high, high), (low, low)):
+    for over, under in dict.fromkeys(((high, low), (high, high), (low, low))):
         supply = {b: len(p) - over for b, p in led.items() if len(p) > over}
         demand = {b: under - len(p) for b, p in led.items() if len(p) < under}
         if min(sum(supply.values()), sum(demand.values())) >= _FLOW_MIN_SHIFTS:

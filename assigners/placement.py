@@ -118,9 +118,9 @@ def keep_valid(
     (its leadership passes to the next replica; any of them keeps the rule).
     """
     eligible = view.eligible_set
-    if len(baseline) == rf and eligible.issuperset(baseline):  # the common case: all may stay
+    if len(baseline) <= rf and eligible.issuperset(baseline):  # the common case: all may stay
         spread = len({view.domain_of[b] for b in baseline})
-        if len(set(baseline)) == rf and spread >= view.required_domains(rf):
+        if len(set(baseline)) == len(baseline) and spread + rf - len(baseline) >= view.required_domains(rf):
             return list(baseline)
     kept: list[int] = []
     for b in baseline:

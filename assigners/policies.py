@@ -80,14 +80,19 @@ class Placement:
 
     def breaks(self, matrix: np.ndarray) -> np.ndarray:
         """Per partition (a replica matrix's rows): does it hold a replica on a broker its rule forbids?"""
+        bad: np.ndarray = np.asarray(self.forbidden_cells(matrix).any(axis=1))
+        return bad
+
+    def forbidden_cells(self, matrix: np.ndarray) -> np.ndarray:
+        """Per cell of a replica matrix: a replica on a broker its partition's rule forbids?"""
         cells = matrix != PAD
         span = self._table.shape[1]
         inside = cells & (matrix < span)
         ok = np.zeros(matrix.shape, dtype=bool)
         rows, cols = np.nonzero(inside)
         ok[rows, cols] = self._table[self._codes[rows], matrix[rows, cols]]
-        bad: np.ndarray = (cells & ~ok).any(axis=1)
-        return bad
+        forbidden: np.ndarray = cells & ~ok
+        return forbidden
 
     @cached_property
     def _codes(self) -> np.ndarray:
@@ -372,7 +377,7 @@ def enforce_placement(
     topics, numbers = partitions["topic"].tolist(), partitions["partition"].tolist()
     live = replica_matrix(current) if live is None else live
     planned = replica_matrix(rows)
-    notes = _live_repairs(live, current, view, placement)
+    notes = _live_repairs(live, view, placement)
     todo = _to_repair(planned, live, current, rf, view, placement)
     if todo.any():  # a plan that keeps the rules already (a check, as most calls are) builds nothing more
         usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view, planned)
@@ -389,11 +394,9 @@ def enforce_placement(
         name = f"{topics[i]}-{numbers[i]}"
         new = _refilled(i, name, kept, rows[i] if frozen else [], rf[i], allowed, ranking, placement)
         for b in set(rows[i]) - set(new):
-            usage.remove(i, b)
-            ranking.update(b)
+            ranking.shift(i, b, -1)
         for b in set(new) - set(rows[i]):
-            usage.add(i, b)
-            ranking.update(b)
+            ranking.shift(i, b, 1)
         rows[i] = new
     if frozen_kept:
         noun = "partition" if frozen_kept == 1 else "partitions"
@@ -419,14 +422,14 @@ def _to_repair(
     return todo
 
 
-def _live_repairs(live: np.ndarray, current: list[list[int]], view: ClusterView, placement: Placement) -> list[str]:
+def _live_repairs(live: np.ndarray, view: ClusterView, placement: Placement) -> list[str]:
     """The note naming the live replicas on brokers their topic may not use (the repairs), per rule and broker."""
-    moved_off: dict[tuple[int, int], int] = {}  # (rule, broker) -> replicas moved off it
-    for i in np.flatnonzero(placement.breaks(live)).tolist():
-        for b in current[i]:
-            if b not in placement.allowed_of(i) and b in view.eligible_set:
-                key = (int(placement.rule_of[i]), b)
-                moved_off[key] = moved_off.get(key, 0) + 1
+    part, slot = np.nonzero(placement.forbidden_cells(live))  # cells, not a loop: ~1,800 partitions on 10k
+    held = live[part, slot]
+    mine = np.isin(held, np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set)))
+    pairs = np.stack([placement.rule_of[part[mine]], held[mine]], axis=1)
+    keys, counts = np.unique(pairs, axis=0, return_counts=True)
+    moved_off = {(r, b): n for (r, b), n in zip(keys.tolist(), counts.tolist())}  # (rule, broker) -> replicas
     if not moved_off:
         return []
     by_rule: dict[int, list[str]] = {}
@@ -451,12 +454,16 @@ class _Ranking:
         self.key = {b: (usage.fullness(b), b) for b in view.eligible}
         self.order = sorted(self.key.values())
 
-    def update(self, b: int) -> None:
+    def shift(self, i: int, b: int, step: int) -> None:
+        """Partition ``i``'s replica added to broker ``b`` (``step`` 1) or removed (-1): usage and rank with it."""
         old = self.key.get(b)
         if old is None:
-            return  # not eligible: never ranked
+            return  # not eligible: neither counted nor ranked
+        usage = self.usage
+        usage.count[b] += step
+        usage.disk[b] += step * usage.sizes[i]
         del self.order[bisect.bisect_left(self.order, old)]
-        self.key[b] = new = (self.usage.fullness(b), b)
+        self.key[b] = new = (usage.fullness(b), b)
         bisect.insort(self.order, new)
 
 

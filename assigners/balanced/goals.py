@@ -342,24 +342,27 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
         *open_to(search, picks, by_load, top, PARTNER_BROKERS + 1),
     ]
     partners = list(dict.fromkeys(nearest))
-    legal_only: dict[tuple[int, bool], np.ndarray] = {}
-    for returns in (None, legal_only):  # the second screen, only where the first applies nothing
+    returns: dict[tuple[int, bool], bytearray] | None = None
+    for _ in range(2):  # the second screen (returns), only where the first applies nothing
         options: list[Option] = []
         for r in picks:
             for c in partners:
                 options += _screened_swaps(search, k, r, top, c, returns)
         if _apply_best(search, k, top, options):
             return True
+        returns = {}
     return False
 
 
 def _screened_swaps(
-    search: GoalSearch, k: int, r: int, top: int, c: int, returns: dict[tuple[int, bool], np.ndarray] | None = None
+    search: GoalSearch, k: int, r: int, top: int, c: int, returns: dict[tuple[int, bool], bytearray] | None = None
 ) -> list[Option]:
     """Swaps of ``top``'s replica ``r`` for a lighter one of the same role on ``c``: of those every earlier goal
     accepts (:meth:`GoalSearch.accepted`, for all at once: a screen, which :func:`_apply_best` checks again
     option by option), the :data:`CANDIDATES` leaving the lowest peak. With ``returns`` (per partner and role,
-    which of its replicas may step onto ``top``; filled as asked), only swaps the rules allow.
+    which of its replicas may step onto ``top``, filled as asked), only swaps the rules allow: the partner's
+    replicas are asked lowest peak first, until enough may (asking all of a partner's thousands up front cost a
+    6-broker 10k cluster a third of its plan).
 
     The lowest peaks come from the partner's lightest replicas, and after
     the rack repair of a scrambled layout the topic rule may refuse every
@@ -368,21 +371,17 @@ def _screened_swaps(
     second screen takes the lowest legal ones).
     """
     lead, mine = bool(search.lead[r]), float(search.row_amount[k][r])
+    if returns is not None and not search.may_step(r, c):
+        return []  # no swap sends r there
     rows, amounts = search.by_role(k, c)[int(lead)]
-    lighter, legal = int(amounts.searchsorted(mine, "left")), None
-    if returns is not None:
-        if not search.may_step(r, c):
-            return []  # before the partner's return steps are listed: no swap sends r there
-        if (onto_top := returns.get((c, lead))) is None:
-            onto_top = returns[c, lead] = search.steps_onto(rows, top)
-        legal = search.swaps_legal(r, c, rows[:lighter], onto_top[:lighter])
-    rows, amounts = rows[:lighter], amounts[:lighter]
+    known = None if returns is None else returns.setdefault((c, lead), bytearray(b"\x02") * len(rows))
+    lighter = int(amounts.searchsorted(mine, "left"))
+    rows, amounts, at = rows[:lighter], amounts[:lighter], np.arange(lighter)  # at: each one's place on c
     if (rules := search.placement) is not None:  # only swaps the placement rules allow both ways
         if not rules.may_move(int(search.part[r]), search.broker_ids[c]):
             return []
         allowed = rules.movable_to(search.part[rows], search.broker_ids[top])
-        rows, amounts = rows[allowed], amounts[allowed]
-        legal = None if legal is None else legal[allowed]
+        rows, amounts, at = rows[allowed], amounts[allowed], at[allowed]
     load, cap = search.load[k], search.capacity[k]
     delta = mine - amounts
     after_top, after_c = load[top] - delta / cap[top], load[c] + delta / cap[c]
@@ -393,17 +392,39 @@ def _screened_swaps(
         new_top, new_c = load[top] + delta / cap[top], load[c] - delta / cap[c]
         kept &= (new_top <= load[top] + 1e-12) | (new_top <= limit)
         kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
-    if legal is not None:
-        kept &= legal
-    rows, after_top, after_c = rows[kept], after_top[kept], after_c[kept]
+    if known is not None:
+        kept &= search.topic[search.part[rows]] != search.topic[search.part[r]]  # one topic: A->B and B->A
+    rows, after_top, after_c, at = rows[kept], after_top[kept], after_c[kept], at[kept]
+    peaks = np.maximum(after_top, after_c)
+    if known is not None:
+        picked = _first_legal(search, rows, at, top, np.argsort(peaks, kind="stable"), known)
+    else:
+        picked = lowest(peaks, CANDIDATES) if len(rows) else []
     there, out = search.cost(r, c), list[Option]()
-    for n in lowest(np.maximum(after_top, after_c), CANDIDATES) if len(rows) else []:
+    for n in picked:
         s_row = int(rows[n])
         back = search.cost(s_row, top)
         cost = (there[0] + back[0], there[1] + back[1])
         if (key := option_key(search, k, top, c, float(after_top[n]), float(after_c[n]), cost)) is not None:
             out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
     return out
+
+
+def _first_legal(
+    search: GoalSearch, rows: np.ndarray, at: np.ndarray, top: int, order: np.ndarray, known: bytearray
+) -> list[int]:
+    """The first :data:`CANDIDATES` of ``order`` (indexes into ``rows``) whose replica may step onto ``top``;
+    ``known``: the answers so far by place on the partner (``at``), 2 where not asked yet."""
+    picked: list[int] = []
+    for n in order.tolist():
+        place = int(at[n])
+        if known[place] == 2:
+            known[place] = search.may_step(int(rows[n]), top)
+        if known[place]:
+            picked.append(n)
+            if len(picked) == CANDIDATES:
+                break
+    return picked
 
 
 def heaviest(search: GoalSearch, k: int, rows: np.ndarray, n: int) -> list[int]:

@@ -660,18 +660,6 @@ class GoalSearch:
             return False  # a swap of two replicas of one topic would move it A->B and B->A
         return all(self.may_step(row, slot) for row, slot, _, _ in change)
 
-    def steps_onto(self, rows: np.ndarray, slot: int) -> np.ndarray:
-        """:meth:`may_step` of each of ``rows`` onto broker ``slot``, as a mask (the return steps of swaps)."""
-        return np.fromiter((self.may_step(row, slot) for row in rows.tolist()), bool, len(rows))
-
-    def swaps_legal(self, r: int, c: int, rows: np.ndarray, back: np.ndarray) -> np.ndarray:
-        """:meth:`legal` of swapping ``r`` (to broker slot ``c``) for each of ``rows`` (on ``c``, in ``r``'s
-        role) at once, given ``back``: :meth:`steps_onto` of ``rows`` onto ``r``'s broker."""
-        if not self.may_step(r, c):
-            return np.zeros(len(rows), dtype=bool)
-        legal: np.ndarray = back & (self.topic[self.part[rows]] != self.topic[self.part[r]])  # one topic: A->B, B->A
-        return legal
-
     def counts_allow_move(self, row: int, slot: int, lead: bool) -> bool:
         """May ``row`` move to broker ``slot`` (leading there if ``lead``) with the counts kept in their bands?"""
         top = self._slot_of[row]
