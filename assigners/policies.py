@@ -426,7 +426,7 @@ def _live_repairs(live: np.ndarray, view: ClusterView, placement: Placement) -> 
     """The note naming the live replicas on brokers their topic may not use (the repairs), per rule and broker."""
     part, slot = np.nonzero(placement.forbidden_cells(live))  # cells, not a loop: ~1,800 partitions on 10k
     held = live[part, slot]
-    mine = np.isin(held, np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set)))
+    mine = np.isin(held, np.asarray(view.eligible, dtype=np.int64))
     pairs = np.stack([placement.rule_of[part[mine]], held[mine]], axis=1)
     keys, counts = np.unique(pairs, axis=0, return_counts=True)
     moved_off = {(r, b): n for (r, b), n in zip(keys.tolist(), counts.tolist())}  # (rule, broker) -> replicas
@@ -459,11 +459,9 @@ class _Ranking:
         old = self.key.get(b)
         if old is None:
             return  # not eligible: neither counted nor ranked
-        usage = self.usage
-        usage.count[b] += step
-        usage.disk[b] += step * usage.sizes[i]
+        (self.usage.add if step > 0 else self.usage.remove)(i, b)
         del self.order[bisect.bisect_left(self.order, old)]
-        self.key[b] = new = (usage.fullness(b), b)
+        self.key[b] = new = (self.usage.fullness(b), b)
         bisect.insort(self.order, new)
 
 

@@ -342,15 +342,14 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
         *open_to(search, picks, by_load, top, PARTNER_BROKERS + 1),
     ]
     partners = list(dict.fromkeys(nearest))
-    returns: dict[tuple[int, bool], bytearray] | None = None
-    for _ in range(2):  # the second screen (returns), only where the first applies nothing
+    screens: tuple[dict[tuple[int, bool], bytearray] | None, ...] = (None, {})
+    for returns in screens:  # the second screen, only where the first applies nothing
         options: list[Option] = []
         for r in picks:
             for c in partners:
                 options += _screened_swaps(search, k, r, top, c, returns)
         if _apply_best(search, k, top, options):
             return True
-        returns = {}
     return False
 
 
