@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from assigners.balanced.actions import movable
+from assigners.balanced.actions import movable, open_to
 from assigners.balanced.state import Change, GoalSearch
 
 RECEIVERS = 8  # least loaded brokers tried as receivers per candidate replica
@@ -65,8 +65,9 @@ def offload(search: GoalSearch, ratio: float) -> tuple[list[int], list[str]]:
     notes = [
         f"offload: brokers above {ratio:g}x a goal's bound: " + ", ".join(what) + "; no other broker lost a replica"
     ]
-    still = [
-        f"{search.resources[k].name} on broker {int(search.brokers[b])} at {search.load[k][b] / search.bounds[k]:.3f}x"
+    still = [  # each over its reachable bound, as the threshold is
+        f"{search.resources[k].name} on broker {int(search.brokers[b])} at "
+        f"{search.load[k][b] / search.reachable[k]:.3f}x"
         for k in goals
         for b in sorted(given)
         if search.load[k][b] > limits[k]
@@ -114,7 +115,9 @@ def _move(search: GoalSearch, k: int, top: int, limits: list[float]) -> Change |
     # enough alone: smallest first; else the most relief per byte (zero-size ones first, as they cost nothing)
     key = np.where(enough, sizes, np.inf), -amounts / np.maximum(sizes, 1.0)
     order = np.lexsort((rows, key[1], key[0]))[:CANDIDATES]
-    receivers = [c for c in np.argsort(search.load[k], kind="stable").tolist() if c != top][:RECEIVERS]
+    # receivers the rules let one of the candidates onto: the least loaded are often brokers no topic here may
+    # use (eight dedicated brokers, empty: every receiver refused and the hot brokers stayed above)
+    receivers = open_to(search, rows[order].tolist(), np.argsort(search.load[k], kind="stable"), top, RECEIVERS)
     for row in rows[order].tolist():
         for c in receivers:
             if not search.may_step(row, c):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import replace
 
 import pandas as pd
 from hypothesis import example, given, settings
@@ -75,6 +76,30 @@ def test_two_hot_brokers_give_replicas_and_end_under_the_threshold_and_no_other_
     # the hot leaders have nowhere to go within every threshold (their followers sit on broker 2, the other
     # rack's brokers would break the rack rule): named, not hidden
     assert result.notes[1].startswith("offload: no legal move brings these under the threshold: bytes_out on broker 1")
+
+
+def test_brokers_no_topic_may_use_are_neither_counted_in_the_bound_nor_taken_for_receivers():
+    # the cluster above with eight dedicated brokers, empty, whose taint no topic tolerates: the least loaded
+    # brokers were all of them, every move was refused, and the hot brokers stayed at 2x
+    brokers = brokers_frame(list(range(1, 17)), ["a", "b"] * 8)
+    layout = [[1, 2]] * 6 + [[3, 4], [5, 6], [7, 8], [3, 6], [5, 8], [7, 4]] * 3 + [[1, 4], [2, 3]]
+    rates = [30.0] * 6 + [10.0] * 18 + [5.0, 5.0]
+    parts = partitions_frame(layout, ["hot"] * 6 + ["cold"] * 20, list(range(6)) + list(range(20)), rates)
+    parts = parts.assign(size_bytes=[int(r * 100) for r in rates])
+    dedicated = replace(OFFLOAD, broker_taints={b: ("dedicated=payments",) for b in range(9, 17)})
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", dedicated))
+    assert result.status == COMMITTED, (result.error, result.notes)
+    assert_valid(brokers, parts, result.planned, dedicated)
+    after_layout = planned_layout(parts, result)
+    assert not any(b > 8 for reps in after_layout for b in reps)
+    for column in ("bytes_in", "size_bytes"):  # the bound of the eight brokers that may hold a replica
+        assert max(ratios(parts, after_layout, list(range(1, 9)), column).values()) <= 1.2 + 1e-9, column
+    was, now = held(layout), held(after_layout)
+    assert all(was[b] <= now[b] for b in range(3, 9)) and was[1] - now[1] and was[2] - now[2]
+    # what stays above is named over the same bound as the threshold: as on the cluster without them
+    plain = plan_cluster(brokers.iloc[:8], parts, PlanRequest("c", "balanced", OFFLOAD))
+    assert result.notes[:2] == plain.notes[:2]
+    assert re.search(r"bytes_out on broker 1 at 1\.9\d\dx", result.notes[1])
 
 
 def test_a_cluster_under_the_threshold_is_skipped():
