@@ -691,6 +691,24 @@ def test_a_replica_its_broker_cannot_carry_beside_frozen_ones_is_relocated_whole
     assert result.metrics.moves <= 1.25 * fewest_moves(brokers, parts, constraints, seconds=10).moves
 
 
+def test_the_giant_is_relocated_past_dedicated_brokers_that_may_not_take_it():
+    # the cluster above with eight empty brokers whose taint no topic tolerates: each has the most room, so
+    # the eight homes tried were all of them, every one refused, and the giant stayed on broker 1
+    brokers, parts, constraints = giant_beside_frozen()
+    dedicated = list(range(7, 15))
+    brokers = pd.concat([brokers, brokers_frame(dedicated)], ignore_index=True)
+    constraints = replace(constraints, broker_taints={b: ("dedicated=payments",) for b in dedicated})
+    result = plan(brokers, parts, constraints=constraints)
+    planned = dict(zip(zip(result.planned["topic"], result.planned["partition"]), result.planned["replicas"]))
+    assert list(planned[("giant", 0)]) != [1] and not set(dedicated) & {b for r in planned.values() for b in r}
+    size = dict(zip(zip(parts["topic"], parts["partition"]), parts["size_bytes"]))
+    disk = dict.fromkeys(range(1, 7), 0)
+    for key, replicas in planned.items():
+        for b in replicas:
+            disk[b] += size[key]
+    assert max(disk.values()) <= 1.05 * 13_000
+
+
 def test_a_trial_rolled_back_leaves_the_search_as_a_fresh_search_of_the_layout_it_started_from():
     # the journal behind goals.relocated: after a trial's actions (the pinned row never among them) are
     # taken back, the layout, the replica lists' order, the bookkeeping and the action count are as before
