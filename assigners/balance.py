@@ -40,16 +40,25 @@ def _domain_bits(view: ClusterView) -> dict[int, int]:
     return {b: 1 << domains.index(view.domain_of[b]) for b in view.domain_of}
 
 
-def _other_domains(matrix: np.ndarray, bit: dict[int, int]) -> np.ndarray:
-    """Per replica, the OR of the domain bits of its partition's other replicas (unknown brokers: no bit)."""
-    known = np.array(sorted(bit), dtype=np.int64)
-    bits = broker_codes(matrix, known, np.array([bit[b] for b in known.tolist()], dtype=np.int64), 0)
+def _other_domains(
+    matrix: np.ndarray, bit: dict[int, int], coded: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
+    """Per replica, the OR of the domain bits of its partition's other replicas (unknown brokers: no bit).
+    ``coded``: :func:`_bit_codes` of ``bit``, where the caller keeps them."""
+    known, codes = _bit_codes(bit) if coded is None else coded
+    bits = broker_codes(matrix, known, codes, 0)
     masks = np.zeros_like(bits)
     for pos in range(matrix.shape[1]):
         for other in range(matrix.shape[1]):
             if other != pos:
                 masks[:, pos] |= bits[:, other]
     return masks
+
+
+def _bit_codes(bit: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The brokers of ``bit`` in id order, and their bits, as arrays for :func:`broker_codes`."""
+    known = np.array(sorted(bit), dtype=np.int64)
+    return known, np.array([bit[b] for b in known.tolist()], dtype=np.int64)
 
 
 class _ReplicaIndex:
@@ -579,7 +588,8 @@ class _Bulk:
         self.assignment, self.bit, self.rule = assignment, bit, rule
         self.matrix = matrix  # kept up to date with the moves made here
         valid = self.matrix != PAD
-        self.masks = _other_domains(self.matrix, bit)
+        self.coded = _bit_codes(bit)  # asked again for each move under the placement rules (_moved)
+        self.masks = _other_domains(self.matrix, bit, self.coded)
         self.required = view.required_domains_each(row_sum(valid))
         self.moved = np.zeros(len(assignment), dtype=bool)  # moved here: its other replicas' masks are stale
         self.within_racks = within_racks
@@ -596,6 +606,7 @@ class _Bulk:
         triples = rule.pairs()
         eligible = np.asarray(view.eligible, dtype=np.int64)
         self.ids = np.unique(np.concatenate([broker, triples[:, 1], triples[:, 2], eligible]))
+        self.rank = {b: n for n, b in enumerate(self.ids.tolist())}  # positions() of one id: a table each time
         self.blocked = np.sort(self.keys(triples[:, 0], triples[:, 1], triples[:, 2]))
         self.fresh = rule.fresh(self.matrix)
 
@@ -623,7 +634,8 @@ class _Bulk:
         if self.rule.placement is not None:
             ok &= self.rule.placement.movable_to(rows, new)
         if len(self.blocked):
-            keys = self.keys(self.topic[rows], new, old)
+            n = len(self.ids)
+            keys = (self.topic[rows] * n + self.rank[new]) * n + self.rank[old]  # keys(), old and new ranked once
             at = np.minimum(np.searchsorted(self.blocked, keys), len(self.blocked) - 1)
             ok &= ~self.fresh[rows] | (self.blocked[at] != keys)
         return np.flatnonzero(ok)
@@ -682,7 +694,7 @@ class _Bulk:
             for p in range(len(bits)):
                 self.masks[rows, p] = functools.reduce(operator.or_, bits[:p] + bits[p + 1 :], 0)
         else:
-            self.masks[rows] = _other_domains(self.matrix[rows], self.bit)
+            self.masks[rows] = _other_domains(self.matrix[rows], self.bit, self.coded)
 
     def move(self, i: int, position: int, old: int, new: int, usage: Usage) -> None:
         """One partition's replica from ``old`` to ``new``: rule, lists, matrix and usage."""
