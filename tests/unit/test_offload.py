@@ -49,13 +49,18 @@ def planned_layout(parts: pd.DataFrame, result) -> list[list[int]]:
     return [list(by_key[(t, p)]) for t, p in zip(parts["topic"], parts["partition"])]
 
 
-def test_two_hot_brokers_give_replicas_and_end_under_the_threshold_and_no_other_broker_loses_one():
-    # brokers 1 and 2 hold the hot partitions; eight brokers over two racks, sizes follow the rates
-    brokers = brokers_frame(list(range(1, 9)), ["a", "b"] * 4)
+def two_hot_brokers(n_brokers: int = 8) -> tuple[pd.DataFrame, list[list[int]], pd.DataFrame]:
+    """Brokers 1 and 2 hold the hot partitions; brokers 1-8 hold replicas, over two racks (any brokers past
+    them are empty); sizes follow the rates. The brokers, the layout, the partitions."""
+    brokers = brokers_frame(list(range(1, n_brokers + 1)), ["a", "b"] * (n_brokers // 2))
     layout = [[1, 2]] * 6 + [[3, 4], [5, 6], [7, 8], [3, 6], [5, 8], [7, 4]] * 3 + [[1, 4], [2, 3]]
     rates = [30.0] * 6 + [10.0] * 18 + [5.0, 5.0]
     parts = partitions_frame(layout, ["hot"] * 6 + ["cold"] * 20, list(range(6)) + list(range(20)), rates)
-    parts = parts.assign(size_bytes=[int(r * 100) for r in rates])
+    return brokers, layout, parts.assign(size_bytes=[int(r * 100) for r in rates])
+
+
+def test_two_hot_brokers_give_replicas_and_end_under_the_threshold_and_no_other_broker_loses_one():
+    brokers, layout, parts = two_hot_brokers()
     ids = list(range(1, 9))
     before = ratios(parts, layout, ids, "bytes_in")
     assert sorted(b for b, x in before.items() if x > 1.2) == [1, 2]
@@ -81,11 +86,7 @@ def test_two_hot_brokers_give_replicas_and_end_under_the_threshold_and_no_other_
 def test_brokers_no_topic_may_use_are_neither_counted_in_the_bound_nor_taken_for_receivers():
     # the cluster above with eight dedicated brokers, empty, whose taint no topic tolerates: the least loaded
     # brokers were all of them, every move was refused, and the hot brokers stayed at 2x
-    brokers = brokers_frame(list(range(1, 17)), ["a", "b"] * 8)
-    layout = [[1, 2]] * 6 + [[3, 4], [5, 6], [7, 8], [3, 6], [5, 8], [7, 4]] * 3 + [[1, 4], [2, 3]]
-    rates = [30.0] * 6 + [10.0] * 18 + [5.0, 5.0]
-    parts = partitions_frame(layout, ["hot"] * 6 + ["cold"] * 20, list(range(6)) + list(range(20)), rates)
-    parts = parts.assign(size_bytes=[int(r * 100) for r in rates])
+    brokers, layout, parts = two_hot_brokers(16)
     dedicated = replace(OFFLOAD, broker_taints={b: ("dedicated=payments",) for b in range(9, 17)})
     result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", dedicated))
     assert result.status == COMMITTED, (result.error, result.notes)
