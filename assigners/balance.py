@@ -299,18 +299,23 @@ class _TopicRule:
         return bool(self.moved) or self.live is not None or self.placement is not None
 
     def _added(self, i: int, old: int, new: int) -> list[tuple[int, int, int]]:
-        """The pairs partition ``i``'s move from ``old`` to ``new`` adds: a live ``old`` left for each broker it
-        will hold off its live set, and each live broker it is off left for a ``new`` off its live set (the
-        pairs of the other brokers stay as they were)."""
+        """The pairs partition ``i``'s move from ``old`` to ``new`` adds (:meth:`_added_steps`, with its topic)."""
+        t = self.topic_of[i]
+        return [(t, a, b) for a, b in self._added_steps(i, old, new)]
+
+    def _added_steps(self, i: int, old: int, new: int) -> list[tuple[int, int]]:
+        """(from, to) of the pairs partition ``i``'s move from ``old`` to ``new`` adds: a live ``old`` left for
+        each broker it will hold off its live set, and each live broker it is off left for a ``new`` off its
+        live set (the pairs of the other brokers stay as they were)."""
         assert self.live is not None
-        t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
+        was, now = self.live[i], self.assignment[i]
         added = []
         if old in was:
-            added += [(t, old, b) for b in now if b != old and b not in was]
+            added += [(old, b) for b in now if b != old and b not in was]
             if new not in was:
-                added.append((t, old, new))
+                added.append((old, new))
         if new not in was:
-            added += [(t, a, new) for a in was if a not in now]
+            added += [(a, new) for a in was if a not in now]
         return added
 
     def _removed(self, i: int, old: int, new: int) -> set[tuple[int, int, int]]:
@@ -346,21 +351,15 @@ class _TopicRule:
             return True
         if self.placement is not None and not self.placement.may_move(i, new):
             return False
-        t, was, now = self.topic_of[i], self.live[i], self.assignment[i]
+        added = self._added_steps(i, old, new)
         span, counts = self.count.span, self.count.counts
-        base = t * span
-        added = []  # as _added names them, as (key, its reverse's key)
-        if old in was:  # a live old left for each broker it will hold off its live set
-            added = [((base + old) * span + b, (base + b) * span + old) for b in now if b != old and b not in was]
-            if new not in was:
-                added.append(((base + old) * span + new, (base + new) * span + old))
-        if new not in was:  # each live broker it is off left for new
-            added += [((base + a) * span + new, (base + new) * span + a) for a in was if a not in now]
-        for _, reverse in added:
-            if counts.get(reverse, 0) > 0:
-                return False
+        base = self.topic_of[i] * span  # PairCounts' keys, inline
+        for a, b in added:
+            if counts.get((base + b) * span + a, 0) > 0:
+                return False  # it would reverse a pair of the plan
         self.count.subtract(self._removed(i, old, new))
-        for key, _ in added:
+        for a, b in added:
+            key = (base + a) * span + b
             counts[key] = counts.get(key, 0) + 1
         return True
 
@@ -606,15 +605,19 @@ class _Bulk:
         triples = rule.pairs()
         eligible = np.asarray(view.eligible, dtype=np.int64)
         self.ids = np.unique(np.concatenate([broker, triples[:, 1], triples[:, 2], eligible]))
-        self.rank = {b: n for n, b in enumerate(self.ids.tolist())}  # positions() of one id: a table each time
+        self.rank = {b: n for n, b in enumerate(self.ids.tolist())}  # see _rank_of
         self.blocked = np.sort(self.keys(triples[:, 0], triples[:, 1], triples[:, 2]))
         self.fresh = rule.fresh(self.matrix)
 
     def keys(self, t: np.ndarray, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
         """(topic, a, b) triples as one int64 each (brokers by their rank among the ids known here)."""
         n = len(self.ids)
-        out: np.ndarray = (t * n + positions(self.ids, a)) * n + positions(self.ids, b)
+        out: np.ndarray = (t * n + self._rank_of(a)) * n + self._rank_of(b)
         return out
+
+    def _rank_of(self, b: np.ndarray | int) -> np.ndarray | int:
+        """:func:`positions` among the ids, one id from a dict (positions builds a table each call)."""
+        return self.rank[int(b)] if isinstance(b, (int, np.integer)) else positions(self.ids, b)
 
     def cells(self, broker: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows and positions of ``broker``'s replicas, followers first, each in partition order."""
@@ -634,8 +637,7 @@ class _Bulk:
         if self.rule.placement is not None:
             ok &= self.rule.placement.movable_to(rows, new)
         if len(self.blocked):
-            n = len(self.ids)
-            keys = (self.topic[rows] * n + self.rank[new]) * n + self.rank[old]  # keys(), old and new ranked once
+            keys = self.keys(self.topic[rows], new, old)
             at = np.minimum(np.searchsorted(self.blocked, keys), len(self.blocked) - 1)
             ok &= ~self.fresh[rows] | (self.blocked[at] != keys)
         return np.flatnonzero(ok)

@@ -115,8 +115,8 @@ def dominant_home(search: GoalSearch, k: int, top: int) -> tuple[int, Change] | 
     if carried[top] <= limit:
         return None  # top can carry it: the usual actions are the way
     lead = bool(search.lead[h])
-    homes = np.asarray([c for c in np.argsort(carried, kind="stable").tolist() if carried[c] <= limit], dtype=np.int64)
-    for c in open_to(search, [h], homes, top, RELOCATION_TRIES):  # not the brokers the rules keep h off
+    by_room = np.argsort(carried, kind="stable")
+    for c in open_to(search, [h], by_room[carried[by_room] <= limit], top, RELOCATION_TRIES):  # the rules' open ones
         if not search.may_step(h, c):
             continue
         theirs = movable(search, search.rows_on(c))
