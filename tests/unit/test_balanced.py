@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import replace
 
@@ -427,6 +428,44 @@ def test_a_rack_repair_whose_lightest_swaps_the_topic_rule_refuses_is_screened_d
     assert met_every_goal(result), result.notes
     assert result.metrics.moves <= 1.05 * result.metrics.min_moves, (result.metrics.moves, result.metrics.min_moves)
     assert_valid(brokers, parts, result.planned, Constraints())
+
+
+def test_a_mid_size_cluster_whose_starts_miss_the_same_goal_keeps_the_one_missing_it_least():
+    # the demo generator's 1,000-partition cluster-33 (24 brokers): every start (two count orders, each plain
+    # and widened) misses leader bytes in, which an exact solver over the leaders alone meets (docs/balanced.md,
+    # known limits). Compared on goals met and moves alone, the plan kept missed it at 1.148x the bound; ranked
+    # on how far they miss it (searches._above, to a hundredth of the threshold), 1.094x with as many moves
+    from jobs.demo import generate_fleet
+    from tests.unit.test_policies import demo_cluster
+
+    brokers, parts = demo_cluster(generate_fleet(clusters=33, topics=200, partitions=1_000), "cluster-33")
+    result = plan(brokers, parts)
+    missed = [note for note in result.notes if "not met" in note or "out of reach" in note]
+    assert len(missed) == 1 and missed[0].startswith("leader_bytes_in goal not met"), result.notes
+    assert float(re.search(r" at ([0-9.]+)x the lower bound", missed[0])[1]) <= 1.10, missed
+    assert result.metrics.moves <= 1_324
+    assert_valid(brokers, parts, result.planned, Constraints())
+
+
+@given(
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.lists(st.sampled_from([0.0, -1.0, -1.004, -1.02, -1.3]), min_size=3, max_size=3),
+    st.lists(st.sampled_from([0.0, -1.0, -1.004, -1.02, -1.3]), min_size=3, max_size=3),
+    st.integers(-5, 0),
+    st.integers(-5, 0),
+)
+def test_plans_rank_on_goals_met_then_misses_beyond_the_tolerance_then_moves(
+    met_a, met_b, over_a, over_b, moves_a, moves_b
+):
+    a, b = (met_a, tuple(over_a), moves_a), (met_b, tuple(over_b), moves_b)
+    assert searches._above(a, b, 0.0) == (a > b)  # no tolerance: the ranks' own order
+    wide = searches._above(a, b, 0.01)
+    if met_a != met_b:
+        assert wide == (met_a > met_b)
+    else:  # the first miss differing by more than the tolerance decides, else the moves
+        apart = [(x, y) for x, y in zip(over_a, over_b) if abs(x - y) > 0.01]
+        assert wide == (apart[0][0] > apart[0][1] if apart else moves_a > moves_b)
 
 
 def test_a_small_cluster_is_searched_from_every_count_order_and_the_fewest_moves_kept():
