@@ -102,7 +102,7 @@ def settle_and_search(
             _rank(best, partitions, view, resources, options, tolerance is not None),
             tolerance,
         ):
-            best = replicas, reached  # goals in priority order, then fewer moves
+            best = replicas, reached  # goals in priority order, then (up to MID replicas) misses, then fewer moves
     assert best is not None
     if not small and _stuck(best[1][0]) and _stuck(first_plain[1][0]):
         best = _widen_first(first_plain, first_start, best, partitions, view, resources, options, tolerance)
@@ -512,14 +512,15 @@ def _search(
     if not widen or not _stuck(reached[0]):
         return reached  # every goal met, or out of reach by the rack rule alone: nothing to widen for
     wide, widened = _widened(start, partitions, view, resources, options)
-    # lists of bools compare in priority order; a mid-size cluster's plans by _above too (a small one's: later)
-    tolerance = _tolerance(partitions) if int(partitions["rf"].sum()) > SMALL else None
+    # lists of bools compare in priority order; a mid-size cluster's plans by _above too (a small one's are
+    # ranked after every start, in settle_and_search)
+    mid = SMALL < int(partitions["rf"].sum()) <= MID
     if widened[1] > reached[1] or (
-        tolerance is not None
+        mid
         and _above(
             _rank((wide, widened), partitions, view, resources, options),
             _rank((replicas, reached), partitions, view, resources, options),
-            tolerance,
+            MID_TOLERANCE,
         )
     ):
         replicas[:] = wide
