@@ -318,19 +318,15 @@ def mid_fleet(clusters: int = 100, partitions: int = 1_000) -> None:
     left unmet, where the 10k figures show one cluster (docs/balanced.md, known limits: leader goals on
     mid-size clusters)."""
     from jobs.demo import generate_fleet
+    from tests.unit.clusters import demo_cluster
 
     fleet = generate_fleet(clusters=clusters, topics=max(200, partitions // 30), partitions=partitions)
-    rates = fleet["throughput"].rename(columns={"bytes_in_per_sec": "bytes_in", "bytes_out_per_sec": "bytes_out"})
-    parts = fleet["partitions"].merge(
-        rates[["cluster_id", "topic", "partition", "bytes_in", "bytes_out"]], on=["cluster_id", "topic", "partition"]
-    )
-    parts["has_throughput"] = True
     print(f"\nthe demo generator's fleet, {clusters} clusters x {partitions:,} partitions: `balanced` once each")
     times, missing = [], []
-    for cluster_id, brokers in fleet["brokers"].groupby("cluster_id", sort=False):
-        own = parts[parts["cluster_id"] == cluster_id].reset_index(drop=True)
+    for cluster_id in fleet["brokers"]["cluster_id"].unique().tolist():
+        brokers, own = demo_cluster(fleet, cluster_id)
         start = time.perf_counter()
-        result = plan_cluster(brokers.reset_index(drop=True), own, PlanRequest(str(cluster_id), "balanced"))
+        result = plan_cluster(brokers, own, PlanRequest(str(cluster_id), "balanced"))
         times.append(time.perf_counter() - start)
         missed = [note for note in result.notes if NOT_MET in note]
         if missed:  # the first goal missed and by how much ("leader_bytes_in goal not met: broker 9 at 1.090x ...")

@@ -280,7 +280,6 @@ def _widen_first(
     bytes in 1.106x its bound widened, 1.125x and 1.171x plain), and moves
     alone chose the plain one with 21 fewer moves.
     """
-    live = partitions["current"].tolist()
     wide, widened = _widened(start, partitions, view, resources, options)
     if tolerance is not None:
         ranked = [_rank(plan, partitions, view, resources, options) for plan in (first, (wide, widened), best)]
@@ -288,6 +287,7 @@ def _widen_first(
             ((wide, widened), ranked[1]) if _above(ranked[1], ranked[0], tolerance) else (first, ranked[0])
         )
         return best if best[0] is not first[0] and _above(ranked[2], first_rank, tolerance) else first
+    live = partitions["current"].tolist()
     first = (wide, widened) if widened[1] > first[1][1] else first
     if best[0] is not first[0] and (best[1][1], -_moves(best[0], live)) > (first[1][1], -_moves(first[0], live)):
         return best

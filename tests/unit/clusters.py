@@ -130,3 +130,13 @@ def executed(parts: pd.DataFrame, planned: pd.DataFrame, live: bool = True) -> p
         out["replicas"] = out["previous_replicas"].map(list)
         out["leader"] = out["replicas"].map(lambda r: r[0])
     return out
+
+
+def demo_cluster(fleet: dict[str, pd.DataFrame], cluster: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One demo cluster's frames as the job hands them to the planner (throughput joined as rates)."""
+    brokers = fleet["brokers"][fleet["brokers"]["cluster_id"] == cluster].reset_index(drop=True)
+    rates = fleet["throughput"].rename(columns={"bytes_in_per_sec": "bytes_in", "bytes_out_per_sec": "bytes_out"})
+    parts = fleet["partitions"][fleet["partitions"]["cluster_id"] == cluster].merge(
+        rates[["cluster_id", "topic", "partition", "bytes_in", "bytes_out"]], on=["cluster_id", "topic", "partition"]
+    )
+    return brokers, parts.assign(has_throughput=True)

@@ -25,7 +25,14 @@ from assigners.balanced.undo import PairLoads, pair_groups, undo_needless_moves
 from assigners.model import ClusterView, PlacementRule, prepare_brokers, prepare_partitions
 from assigners.placement import Usage, keep_valid_each
 from assigners.policies import enforce_placement, resolve_placement
-from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
+from tests.unit.clusters import (
+    assert_valid,
+    brokers_frame,
+    demo_cluster,
+    executed,
+    partitions_frame,
+    random_clusters,
+)
 from tests.unit.oracle import best_loads, fewest_moves, relaxed_least_peak
 from tests.unit.scenarios import scenario
 
@@ -421,7 +428,6 @@ def test_a_rack_repair_whose_lightest_swaps_the_topic_rule_refuses_is_screened_d
     # legal; the plan stopped with disk at 1.432x and bytes in at 1.458x the bound, in 5.9 s. Screened again
     # for legal swaps only: every goal met in ~1 s, 1.04x the count balancing's lower bound on moves
     from jobs.demo import generate_fleet
-    from tests.unit.test_policies import demo_cluster
 
     brokers, parts = demo_cluster(generate_fleet(clusters=10, partitions=10_000, topics=333), "cluster-10")
     result = plan(brokers, parts)
@@ -436,7 +442,6 @@ def test_a_mid_size_cluster_whose_starts_miss_the_same_goal_keeps_the_one_missin
     # known limits). Compared on goals met and moves alone, the plan kept missed it at 1.148x the bound; ranked
     # on how far they miss it (searches._above, to a hundredth of the threshold), 1.094x with as many moves
     from jobs.demo import generate_fleet
-    from tests.unit.test_policies import demo_cluster
 
     brokers, parts = demo_cluster(generate_fleet(clusters=33, topics=200, partitions=1_000), "cluster-33")
     result = plan(brokers, parts)

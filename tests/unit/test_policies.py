@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import PlacementRule
-from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
+from tests.unit.clusters import (
+    assert_valid,
+    brokers_frame,
+    demo_cluster,
+    executed,
+    partitions_frame,
+    random_clusters,
+)
 from tests.unit.oracle import SoftBest, rule_of, soft_goals
 from tests.unit.scenarios import scenario
 
@@ -211,16 +218,6 @@ def test_no_rules_no_change(strategy):
     b = plan_cluster(brokers, parts, PlanRequest("c", strategy, inert, allow_worse=True))
     assert a.status == b.status
     assert a.planned.to_dict("records") == b.planned.to_dict("records")
-
-
-def demo_cluster(fleet: dict[str, pd.DataFrame], cluster: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One demo cluster's frames as the job hands them to the planner (throughput joined as rates)."""
-    brokers = fleet["brokers"][fleet["brokers"]["cluster_id"] == cluster].reset_index(drop=True)
-    rates = fleet["throughput"].rename(columns={"bytes_in_per_sec": "bytes_in", "bytes_out_per_sec": "bytes_out"})
-    parts = fleet["partitions"][fleet["partitions"]["cluster_id"] == cluster].merge(
-        rates[["cluster_id", "topic", "partition", "bytes_in", "bytes_out"]], on=["cluster_id", "topic", "partition"]
-    )
-    return brokers, parts.assign(has_throughput=True)
 
 
 @pytest.mark.parametrize("cluster", ["cluster-1", "cluster-2", "cluster-3"])
