@@ -898,13 +898,10 @@ def balance_leaders(
     path. Partitions in ``frozen`` (pinned leaders) count but never change.
     Returns the number of leadership changes.
     """
-    eligible = set(view.eligible)
-    led: dict[int, dict[int, None]] = {b: {} for b in eligible}  # ordered sets, see _ReplicaIndex
-    for i, replicas in enumerate(assignment):
-        if replicas and replicas[0] in led:
-            led[replicas[0]][i] = None
-    changes = _bulk_leader_changes(assignment, led, frozen)
-    changes += _flow_leader_changes(assignment, led, frozen)
+    matrix = replica_matrix(assignment)  # kept in step with each bulk and flow change
+    led = _led_by_broker(matrix[:, 0], view.eligible)
+    changes = _bulk_leader_changes(assignment, led, frozen, matrix)
+    changes += _flow_leader_changes(assignment, led, frozen, matrix)
     counts = {b: len(parts) for b, parts in led.items()}  # a path changes only its ends' counts: kept in step
     while True:
         top = max(counts.values())
@@ -932,23 +929,42 @@ def balance_leaders(
             changes += 1
 
 
+def _led_by_broker(leaders: np.ndarray, eligible: list[int]) -> dict[int, dict[int, None]]:
+    """Per eligible broker, the partitions it leads in ascending order (ordered sets, see _ReplicaIndex)."""
+    order = np.argsort(leaders, kind="stable")
+    ids = np.asarray(eligible, dtype=np.int64)
+    sorted_leaders = leaders[order]
+    starts = np.searchsorted(sorted_leaders, ids, side="left").tolist()
+    ends = np.searchsorted(sorted_leaders, ids, side="right").tolist()
+    return {b: dict.fromkeys(order[s:e].tolist()) for b, s, e in zip(eligible, starts, ends)}
+
+
 def _bulk_leader_changes(
-    assignment: list[list[int]], led: dict[int, dict[int, None]], frozen: frozenset[int] | set[int]
+    assignment: list[list[int]],
+    led: dict[int, dict[int, None]],
+    frozen: frozenset[int] | set[int],
+    matrix: np.ndarray,
 ) -> int:
     """One pass handing leadership from brokers above ceil(average) to a follower below floor(average).
 
     Each such hand-over is one any balanced outcome needs; the path search
     in :func:`balance_leaders` then finishes the rest without re-sorting
-    every broker per change.
+    every broker per change. ``matrix``: the assignment's replica matrix, kept in step.
     """
     if not led:
         return 0
     average = sum(len(p) for p in led.values()) / len(led)
     high, low = math.ceil(average), math.floor(average)
-    changes = 0
-    for i, replicas in enumerate(assignment):
-        leader = replicas[0] if replicas else None
-        if leader not in led or i in frozen or len(led[leader]) <= high:
+    changes: list[tuple[int, int]] = []
+    # a giver is above the ceiling and a taker below the floor from the start (a giver only falls, a taker only
+    # rises to the floor): only partitions led by the one with a follower on the other are asked
+    over = [b for b, parts in led.items() if len(parts) > high]
+    under = [b for b, parts in led.items() if len(parts) < low]
+    asked = np.isin(matrix[:, 0], over) & row_any(np.isin(matrix[:, 1:], under))
+    for i in np.flatnonzero(asked).tolist():
+        replicas = assignment[i]
+        leader = replicas[0]
+        if i in frozen or len(led[leader]) <= high:
             continue
         taker = next((b for b in replicas[1:] if b in led and len(led[b]) < low), None)
         if taker is not None:
@@ -956,8 +972,11 @@ def _bulk_leader_changes(
             replicas.insert(0, taker)
             del led[leader][i]
             led[taker][i] = None
-            changes += 1
-    return changes
+            changes.append((i, taker))
+    if changes:
+        rows, takers = np.asarray(changes, dtype=np.int64).T
+        _lead_from(matrix, rows, takers)
+    return len(changes)
 
 
 # Below this many leaderships still to shift, the path search is quicker than building a flow network.
@@ -965,7 +984,10 @@ _FLOW_MIN_SHIFTS = 64
 
 
 def _flow_leader_changes(
-    assignment: list[list[int]], led: dict[int, dict[int, None]], frozen: frozenset[int] | set[int]
+    assignment: list[list[int]],
+    led: dict[int, dict[int, None]],
+    frozen: frozenset[int] | set[int],
+    matrix: np.ndarray,
 ) -> int:
     """Shift many leaderships at once as a maximum flow (what one path search per change does slowly).
 
@@ -977,17 +999,16 @@ def _flow_leader_changes(
     surplus left goes to brokers below the ceiling, or any deficit left is
     fed from brokers above the floor. scipy's Dinic is deterministic. Where
     the average is whole the three are one network: a maximum flow leaves
-    no path in it, so it runs once.
+    no path in it, so it runs once. ``matrix``: the assignment's replica
+    matrix, kept in step.
     """
     average = sum(len(p) for p in led.values()) / max(len(led), 1)
     high, low = math.ceil(average), math.floor(average)
     changes = 0
-    matrix = None  # every partition's replicas, built for the first flow and kept in step by each
     for over, under in dict.fromkeys(((high, low), (high, high), (low, low))):
         supply = {b: len(p) - over for b, p in led.items() if len(p) > over}
         demand = {b: under - len(p) for b, p in led.items() if len(p) < under}
         if min(sum(supply.values()), sum(demand.values())) >= _FLOW_MIN_SHIFTS:
-            matrix = replica_matrix(assignment) if matrix is None else matrix
             changes += _shift_by_flow(assignment, matrix, led, frozen, supply, demand)
     return changes
 
@@ -1015,15 +1036,24 @@ def _shift_by_flow(
     )
     flow = maximum_flow(network, 0, sink, method="dinic").flow.tocoo()
     used = (flow.data > 0) & (flow.row >= first) & (flow.row < sink)
-    for k, b_node in zip((flow.row[used] - first).tolist(), flow.col[used].tolist()):
-        i, new_leader = parts[k], brokers[b_node - 1]
+    shifted = np.asarray(parts, dtype=np.int64)[flow.row[used] - first]
+    new_leaders = np.asarray(brokers, dtype=np.int64)[flow.col[used] - 1]
+    for i, new_leader in zip(shifted.tolist(), new_leaders.tolist()):
         replicas = assignment[i]
         del led[replicas[0]][i]
         replicas.remove(new_leader)
         replicas.insert(0, new_leader)
         led[new_leader][i] = None
-        everyone[i, : len(replicas)] = replicas
-    return int(used.sum())
+    _lead_from(everyone, shifted, new_leaders)
+    return len(shifted)
+
+
+def _lead_from(matrix: np.ndarray, rows: np.ndarray, new_leaders: np.ndarray) -> None:
+    """Each of ``rows`` of a replica matrix led by its broker of ``new_leaders`` (one of its replicas), the
+    others in their order after it, as ``remove`` and ``insert(0, ...)`` reorder a list; in place."""
+    block = matrix[rows]
+    rest = block[block != new_leaders[:, None]].reshape(len(rows), block.shape[1] - 1)
+    matrix[rows] = np.concatenate([new_leaders[:, None], rest], axis=1)
 
 
 def _flow_edges(

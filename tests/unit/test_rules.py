@@ -516,9 +516,7 @@ PINNED_REVERSAL = [(0, 0, 4), (1, 1, 7), (1, 0, 1)]  # partition 1, moved once, 
     steps=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2), st.integers(1, 7)), max_size=25),
 )
 @example(live=[([1, 2, 3], 0), ([4, 5, 6], 0)], steps=PINNED_REVERSAL)
-def test_property_the_topic_rule_judges_and_counts_each_move_as_a_fresh_count_of_the_plans_pairs(
-    at_once, live, steps
-):
+def test_property_the_topic_rule_judges_and_counts_each_move_as_a_fresh_count_of_the_plans_pairs(at_once, live, steps):
     # (topic, from, to): each live broker a partition left with each broker it joined, counted over the plan.
     # allows() then record() of every move (as the chains call them), or record_if_allowed() (the count
     # balancing's bulk moves), which asks and counts in one call and moves only what reverses no pair

@@ -14,7 +14,7 @@ from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanR
 from assigners.balance import _ReplicaIndex, balance_replica_counts, settle, settles_as_it_is
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
-from assigners.model import ClusterView, prepare_brokers, prepare_partitions, topic_codes
+from assigners.model import ClusterView, prepare_brokers, prepare_partitions, replica_matrix, topic_codes
 from assigners.placement import Usage, keep_valid_each
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.scenarios import scenario
@@ -570,9 +570,11 @@ def _leaders_evened_one_search_per_source(assignment, view, frozen):
     for i, replicas in enumerate(assignment):
         if replicas and replicas[0] in led:
             led[replicas[0]][i] = None
-    changes = balance._bulk_leader_changes(assignment, led, frozen) + balance._flow_leader_changes(
-        assignment, led, frozen
+    matrix = replica_matrix(assignment)
+    changes = balance._bulk_leader_changes(assignment, led, frozen, matrix) + balance._flow_leader_changes(
+        assignment, led, frozen, matrix
     )
+    assert matrix.tolist() == replica_matrix(assignment).tolist()  # the passes keep their matrix in step
     while True:
         ordered = sorted(led, key=lambda b: (-len(led[b]), b))
         top = len(led[ordered[0]])
