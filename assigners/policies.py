@@ -172,12 +172,31 @@ def absorbable(
     loose = ~placement.frozen
     per_rule = {r: float(most[(placement.rule_of == r) & loose].sum()) for r in placement.allowed}
     out = np.array([sum(a for r, a in per_rule.items() if b in placement.allowed[r]) for b in brokers], dtype=float)
-    slot = {b: n for n, b in enumerate(brokers)}
-    for i in np.flatnonzero(placement.frozen).tolist():
-        for n, b in enumerate(current[i]):
-            if b in slot:
-                out[slot[b]] += float(leader[i] if n == 0 else follower[i])
+    _add_frozen(out, placement, leader, follower, current, brokers)
     return out
+
+
+def _add_frozen(
+    out: np.ndarray,
+    placement: Placement,
+    leader: np.ndarray,
+    follower: np.ndarray,
+    current: list[list[int]],
+    brokers: list[int],
+) -> None:
+    """Add to ``out`` (per broker of ``brokers``) each frozen partition's live replicas there, ``leader`` for its
+    first and ``follower`` for the others; in place, in partition and replica order as a loop adds them
+    (``np.add.at`` adds one by one: the same floats)."""
+    rows = np.flatnonzero(placement.frozen)
+    if not len(rows) or not len(brokers):
+        return
+    live = replica_matrix([current[i] for i in rows.tolist()])
+    amounts = np.where(np.arange(live.shape[1]) == 0, leader[rows][:, None], follower[rows][:, None])
+    ids = np.asarray(brokers, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    at = np.minimum(np.searchsorted(ids[order], live), len(ids) - 1)
+    held = (live != PAD) & (ids[order][at] == live)
+    np.add.at(out, order[at[held]], amounts[held].astype(float))
 
 
 def water_floor(carried: float, capacity: np.ndarray, most: np.ndarray) -> float:
@@ -210,11 +229,9 @@ def placement_floor(
     """
     loose = ~placement.frozen
     amount = leader + (rf - 1) * follower  # a partition's replicas in all, one of them leading
-    pinned: dict[int, float] = dict.fromkeys(capacity, 0.0)
-    for i in np.flatnonzero(placement.frozen).tolist():
-        for n, b in enumerate(current[i]):
-            if b in pinned:
-                pinned[b] += float(leader[i] if n == 0 else follower[i])
+    held = np.zeros(len(capacity), dtype=float)
+    _add_frozen(held, placement, leader, follower, current, list(capacity))
+    pinned = dict(zip(capacity, held.tolist()))
     by_set: dict[frozenset[int], float] = {}
     for r, brokers in placement.allowed.items():
         by_set[brokers] = by_set.get(brokers, 0.0) + float(amount[(placement.rule_of == r) & loose].sum())
