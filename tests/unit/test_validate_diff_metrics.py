@@ -26,7 +26,7 @@ from assigners.model import (
     row_sum,
     sorted_rows,
 )
-from assigners.validate import plan_violations
+from assigners.validate import _may_repeat_keys, plan_violations
 from tests.unit.clusters import brokers_frame, executed, partitions_frame, random_clusters
 
 
@@ -58,6 +58,20 @@ def failed_message(brokers: pd.DataFrame, parts: pd.DataFrame) -> str:
             ["state must be one of", "(table brokers)", "broker_id=2 state='broken'"],
         ),
         (lambda b, p: (pd.concat([b, b.iloc[[0]]], ignore_index=True), p), ["duplicate broker_id", "broker_id=1"]),
+        (lambda b, p: (b.assign(weight=[1.0, 0.0, 1.0, 1.0]), p), ["invalid weight", "broker_id=2 weight=0.0"]),
+        (
+            lambda b, p: (b.assign(disk_capacity_bytes=[10, -1, 10, 10]), p),
+            ["invalid disk_capacity_bytes", "broker_id=2 disk_capacity_bytes=-1"],
+        ),
+        (
+            lambda b, p: (b, p.assign(size_bytes=[0, -7, 0, 0])),
+            ["negative size_bytes", "t0-1 size_bytes=-7"],
+        ),
+        (lambda b, p: (b, p.assign(partition=[0, -1, 2, 3])), ["negative partition number", "t0--1"]),
+        (  # keys far apart (no dense count): the duplicate is still found
+            lambda b, p: (b, p.assign(partition=[0, 10**12, 10**12, 3])),
+            ["duplicate partition", f"t0-{10**12}"],
+        ),
     ],
 )
 def test_bad_input_names_cluster_table_and_rows(mutate, expected):
@@ -363,3 +377,19 @@ def test_the_column_at_a_time_row_reductions_are_numpys_answers(width, cells, dt
         [v for v, m in zip(r, k) if m] + [PAD] * (width - int(k.sum())) for r, k in zip(matrix.tolist(), marked)
     ]
     assert packed_left(matrix.astype(np.int64), marked).tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(-3, 40)), min_size=1, max_size=30),
+    spread=st.sampled_from([1, 1000, 10**10]),
+)
+@example(keys=[("a", 0), ("a", 0)], spread=1)
+@example(keys=[("a", 0), ("b", 0)], spread=10**10)
+def test_the_duplicate_key_check_never_misses_a_repeated_topic_partition(keys, spread):
+    # the fast check may only say "no repeat" where pandas finds none (sparse numbers go to pandas)
+    frame = pd.DataFrame({"topic": [t for t, _ in keys], "partition": [n * spread for _, n in keys]})
+    if frame.duplicated(["topic", "partition"]).any():
+        assert _may_repeat_keys(frame)
+    else:
+        assert not _may_repeat_keys(frame) or frame["partition"].max() - frame["partition"].min() >= 2**31
