@@ -126,20 +126,21 @@ def broker_table(
     loads = np.where(is_leader, leader_load[part_idx], follower_load[part_idx]) if len(part_idx) else np.zeros(0)
     ids = id_union(brokers["broker_id"].to_numpy(dtype=np.int64), flat_brokers)
     pos = positions(ids, flat_brokers)
-    weight = pd.Series(1.0, index=ids)
-    weight.loc[brokers["broker_id"].to_numpy(dtype=np.int64)] = brokers["weight"].to_numpy(dtype=float)
-    eligible = pd.Series(False, index=ids)
-    eligible.loc[brokers["broker_id"].to_numpy(dtype=np.int64)] = brokers["eligible"].to_numpy(dtype=bool)
+    known = positions(ids, brokers["broker_id"].to_numpy(dtype=np.int64))
+    weight = np.ones(len(ids))
+    weight[known] = brokers["weight"].to_numpy(dtype=float)
+    eligible = np.zeros(len(ids), dtype=bool)
+    eligible[known] = brokers["eligible"].to_numpy(dtype=bool)
     abs_load = np.bincount(pos, weights=loads, minlength=len(ids))
     return pd.DataFrame(
         {
             "broker_id": ids,
-            "eligible": eligible.to_numpy(),
-            "weight": weight.to_numpy(),
+            "eligible": eligible,
+            "weight": weight,
             "replicas": np.bincount(pos, minlength=len(ids)),
             "leaders": np.bincount(pos[is_leader], minlength=len(ids)),
             "load_abs": abs_load,
-            "load": abs_load / weight.to_numpy(),
+            "load": abs_load / weight,
         }
     )
 
