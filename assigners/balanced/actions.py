@@ -208,8 +208,11 @@ def close_cycle(
     return out
 
 
-def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held]) -> list[Option]:
-    """Replica ``r`` (on ``top``) to a partner broker (kind 1), or for a lighter one of the same role there (kind 2)."""
+def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held], free: bool = False) -> list[Option]:
+    """Replica ``r`` (on ``top``) to a partner broker (kind 1), or for a lighter one of the same role there (kind 2).
+    ``free``: only those adding no replica move (a free round drops the others): a swap whose two steps add
+    one is passed over before its rules are asked.
+    """
     lead, mine, amount = bool(search.lead[r]), float(search.row_amount[k][r]), search.row_amount[k]
     out = list[Option]()
     # plain floats: the same arithmetic as numpy's scalars, at a fraction of their cost per operation
@@ -220,12 +223,8 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             continue  # the move and every swap sending r to c would break a rule: never listed
         there = search.cost(r, c)
         c_load, c_cap = float(search.load[k][c]), search.capacity[k][c]
-        if lead not in allowed:
-            allowed[lead] = search.counts_allow_move(r, c, lead)
-        if allowed[lead]:  # seldom, once the counts are even: asked first
-            key = option_key(search, k, top, c, top_load - mine / top_cap, c_load + mine / c_cap, there)
-            if key is not None:
-                out.append((*key, 1, c, ((r, c, lead, True),)))
+        if not free or there[0] <= 0:
+            out += _move(search, k, r, top, c, allowed, there)
         rows, amounts = by_role[int(lead)]
         lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
         rows, amounts, lighter = _onto(search, rows, amounts, lighter, top)
@@ -235,6 +234,8 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         back_rows, back_amounts = from_top[int(lead)]
         homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
         for s_row in dict.fromkeys([*best, *homeward]) if homeward else best:
+            if free and there[0] + search.cost(s_row, top)[0] > 0:
+                continue
             if s_row not in returns:  # the same few return steps serve every replica of top a round tries
                 legal = search.may_step(s_row, top)
                 returns[s_row] = (float(amount[s_row]), search.cost(s_row, top)) if legal else None
@@ -252,6 +253,21 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
             else:
                 out.append((1.0, moves, moved / (top_load - new_peak), 2, s_row, swap))
     return out
+
+
+def _move(
+    search: GoalSearch, k: int, r: int, top: int, c: int, allowed: dict[bool, bool], there: tuple[int, int]
+) -> list[Option]:
+    """Replica ``r`` moved from ``top`` to ``c`` (kind 1), where the counts allow it (``allowed``: per role, asked
+    once per partner and round), and it lowers the peak; ``there``: its cost."""
+    lead = bool(search.lead[r])
+    if lead not in allowed:
+        allowed[lead] = search.counts_allow_move(r, c, lead)
+    if not allowed[lead]:  # seldom, once the counts are even
+        return []
+    load, cap, mine = search.load[k], search.capacity[k], float(search.row_amount[k][r])
+    key = option_key(search, k, top, c, float(load[top]) - mine / cap[top], float(load[c]) + mine / cap[c], there)
+    return [] if key is None else [(*key, 1, c, ((r, c, lead, True),))]
 
 
 def _onto(
