@@ -961,18 +961,23 @@ def _bulk_leader_changes(
     over = [b for b, parts in led.items() if len(parts) > high]
     under = [b for b, parts in led.items() if len(parts) < low]
     asked = np.isin(matrix[:, 0], over) & row_any(np.isin(matrix[:, 1:], under))
+    giving, taking = set(over), set(under)  # those still above the ceiling, those still below the floor
     for i in np.flatnonzero(asked).tolist():
         replicas = assignment[i]
         leader = replicas[0]
-        if i in frozen or len(led[leader]) <= high:
+        if leader not in giving or i in frozen:
             continue
-        taker = next((b for b in replicas[1:] if b in led and len(led[b]) < low), None)
+        taker = next((b for b in replicas[1:] if b in taking), None)
         if taker is not None:
             replicas.remove(taker)
             replicas.insert(0, taker)
             del led[leader][i]
             led[taker][i] = None
             changes.append((i, taker))
+            if len(led[leader]) <= high:
+                giving.discard(leader)
+            if len(led[taker]) >= low:
+                taking.discard(taker)
     if changes:
         rows, takers = np.asarray(changes, dtype=np.int64).T
         _lead_from(matrix, rows, takers)
