@@ -417,12 +417,12 @@ def enforce_placement(
         # keep_valid keeps the order: where the leader left, the next broker kept (or the first refill) leads
         try:
             new = _refilled(i, kept, row if frozen else [], rf[i], required[rf[i]], allowed, ranking)
-        except _NoRoom as short:
+        except _NoRoom as no_room:
             rule = placement.describe(rule_of[i])
             raise CapacityExhaustedError(
                 f"no allowed broker with room (racks, caps) is left for a replica under {rule}",
                 table="config",
-                rows=[f"{partitions['topic'].iat[i]}-{partitions['partition'].iat[i]} replicas={short.args[0]}"],
+                rows=[f"{partitions['topic'].iat[i]}-{partitions['partition'].iat[i]} replicas={no_room.args[0]}"],
             ) from None
         ranking.replace(i, row, new)
         rows[i] = new

@@ -46,7 +46,7 @@ def _raise_if(rows: list[str], detail: str, table: str) -> None:
 
 def validate_brokers(brokers: pd.DataFrame) -> None:
     """Broker rows: unique ids, known states, positive weights and caps."""
-    # each check masks first and lists the rows only where one is set (planned per cluster: the rows are rare)
+    # each check masks first and lists rows only where one is bad: asked per cluster, and bad rows are rare
     ids = brokers["broker_id"]
     if (null := ids.isna()).any():
         _raise_if([f"broker_id={b}" for b in ids[null]], "null broker_id", "brokers")
@@ -141,7 +141,8 @@ def validate_partitions(partitions: pd.DataFrame, known_brokers: Iterable[int]) 
 
 def _may_repeat_keys(partitions: pd.DataFrame) -> bool:
     """Could two rows share a (topic, partition)? False where integer partition numbers and the topics' codes
-    make keys that are all distinct: a third of pandas' ``duplicated`` on a 10k cluster, asked per cluster."""
+    make keys that are all distinct (a third of the time of pandas' ``duplicated`` on a 10k cluster, which then
+    names the rows only where this says they could)."""
     numbers = partitions["partition"].to_numpy()
     if numbers.dtype.kind not in "iu" or not len(numbers):
         return True

@@ -211,7 +211,7 @@ def close_cycle(
 def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held], free: bool = False) -> list[Option]:
     """Replica ``r`` (on ``top``) to a partner broker (kind 1), or for a lighter one of the same role there (kind 2).
     ``free``: only those adding no replica move (a free round drops the others): a swap whose two steps add
-    one is passed over before its rules are asked.
+    a move in all is passed over before its rules are asked.
     """
     lead, mine, amount = bool(search.lead[r]), float(search.row_amount[k][r]), search.row_amount[k]
     out = list[Option]()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -616,3 +617,48 @@ def test_leader_balancing_shares_its_failed_searches_and_hands_over_as_one_searc
     changes = balance.balance_leaders(assignment, view, frozenset(frozen))
     assert changes == _leaders_evened_one_search_per_source(expected, view, frozenset(frozen))
     assert assignment == expected
+
+
+def _handed_over_in_one_pass(assignment, eligible, frozen):
+    """The bulk hand-over as a plain loop (the spec): every partition in order whose leader sits above the
+    ceiling of the average passes its leadership to its first follower below the floor."""
+    led = {b: sum(1 for r in assignment if r and r[0] == b) for b in eligible}
+    average = sum(led.values()) / len(led)
+    high, low = math.ceil(average), math.floor(average)
+    changes = 0
+    for i, replicas in enumerate(assignment):
+        leader = replicas[0] if replicas else None
+        if leader not in led or i in frozen or led[leader] <= high:
+            continue
+        taker = next((b for b in replicas[1:] if b in led and led[b] < low), None)
+        if taker is not None:
+            replicas.remove(taker)
+            replicas.insert(0, taker)
+            led[leader], led[taker], changes = led[leader] - 1, led[taker] + 1, changes + 1
+    return changes
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), brokers=st.integers(3, 12), pinned=st.floats(0.0, 0.6))
+@example(seed=7, brokers=9, pinned=0.2)
+def test_the_bulk_leader_hand_over_asks_only_partitions_that_can_hand_over_and_hands_over_as_the_loop(
+    seed, brokers, pinned
+):
+    # the pass asks only partitions led from above the ceiling with a follower below the floor, and keeps the
+    # brokers still giving and taking as sets: the same hand-overs as the loop over every partition
+    rng = np.random.default_rng(seed)
+    ids = list(range(1, brokers + 1))
+    heavy = rng.permutation(ids)[: max(1, brokers // 3)]
+    assignment = []
+    for _ in range(int(rng.integers(5, 400))):
+        rf = int(rng.integers(1, min(4, brokers) + 1))
+        lead = int(rng.choice(heavy)) if rng.random() < 0.8 else int(rng.choice(ids))
+        assignment.append([lead, *[int(b) for b in rng.permutation([b for b in ids if b != lead])[: rf - 1]]])
+    frozen = frozenset(i for i in range(len(assignment)) if rng.random() < pinned)
+    expected = [list(r) for r in assignment]
+    spec_changes = _handed_over_in_one_pass(expected, ids, frozen)
+    matrix = replica_matrix(assignment)
+    led = balance._led_by_broker(matrix[:, 0], ids)
+    assert balance._bulk_leader_changes(assignment, led, frozen, matrix) == spec_changes
+    assert assignment == expected
+    assert matrix.tolist() == replica_matrix(expected).tolist()
