@@ -28,7 +28,7 @@ from assigners.balanced.actions import (
     transfer_chains,
     transfers,
 )
-from assigners.balanced.goals import _screened_swaps, heaviest, lightest_fixing
+from assigners.balanced.goals import _screened_swaps, _sure_refusals, heaviest, lightest_fixing
 from assigners.balanced.state import GoalSearch
 from assigners.balanced.strategy import _resources
 from assigners.model import ClusterView, prepare_brokers, prepare_partitions
@@ -159,6 +159,26 @@ def test_the_second_screen_lists_the_lowest_peak_swaps_of_those_the_rules_allow(
                 assert second == legal[:CANDIDATES], (k, r, c)
                 refused, listed = refused + len(ranked) - len(legal), listed + len(second)
     assert refused and listed  # the rules refuse some swaps and allow others: the cut is what is tested
+
+
+@pytest.mark.parametrize("kind, seed", [("drifted", 3), ("uneven_racks", 1), ("rf_gt_racks", 2), ("skewed", 4)])
+def test_the_sure_refusals_are_steps_the_rules_refuse(kind, seed):
+    # improve_screened fills in the rack rule's and the topic rule's refusals for a partner's replicas at once:
+    # each one filled in must be a step GoalSearch.may_step refuses (the others are asked one by one)
+    search = settled_search(kind, 12, 1000, seed)
+    for _ in range(40):  # moves the plan made, so that the topic rule has pairs to refuse
+        k = int(np.argmax([search.ratio(j) for j in range(len(search.resources))]))
+        if not goals.improve(search, k, int(np.argmax(search.load[k]))):
+            break
+    sure = 0
+    for top in range(len(search.brokers)):
+        partners = [c for c in range(len(search.brokers)) if c != top]
+        for (c, lead), known in _sure_refusals(search, 0, top, partners).items():
+            rows = search.by_role(0, c)[int(lead)][0]
+            for place in np.flatnonzero(np.frombuffer(known, dtype=np.uint8) == 0).tolist():
+                assert not search.may_step(int(rows[place]), top), (top, c, lead, place)
+                sure += 1
+    assert sure  # the layouts give it refusals to fill in: the check is not vacuous
 
 
 def _round_options(search: GoalSearch, k: int) -> list:
