@@ -377,11 +377,12 @@ def _sure_refusals(search: GoalSearch, k: int, top: int, partners: list[int]) ->
     topic_rule = search.since is search.live  # else the pairs count from another layout: asked one by one
     free = ~changed & ~row_any(search.live_matrix == int(search.broker_ids[top]))
     top_id, span, counts = int(search.broker_ids[top]), search.moved.span, search.moved.counts
-    topics = range(int(search.topic.max(initial=-1)) + 1)
     for c in partners:
         c_id, c_rack = int(search.broker_ids[c]), int(search.rack_of[c])
-        # the topics the plan moves from top to c: a step of theirs back is refused where it adds that reverse
-        reversed_topics = np.array([counts.get((t * span + top_id) * span + c_id, 0) != 0 for t in topics], bool)
+        # the topics (of c's replicas) the plan moves from top to c: a step back adds that move's reverse
+        reversed_topics = np.zeros(int(search.topic.max(initial=-1)) + 1, dtype=bool)
+        held = np.unique(search.topic[part[np.concatenate([rows for rows, _ in search.by_role(k, c)])]])
+        reversed_topics[[t for t in held.tolist() if counts.get((t * span + top_id) * span + c_id, 0)]] = True
         for lead, (rows, _) in enumerate(search.by_role(k, c)):
             parts = part[rows]
             after = per_rack[parts]
