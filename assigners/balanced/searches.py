@@ -74,6 +74,7 @@ def settle_and_search(
     small = int(partitions["rf"].sum()) <= SMALL
     tolerance = _tolerance(partitions)
     best: Plan | None = None
+    best_rank: Rank | None = None  # the best plan's rank, once a later plan is compared with it
 
     fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
     seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
@@ -97,12 +98,11 @@ def settle_and_search(
         if first_of_two:
             first_start, first_plain = start, (replicas, reached)
         plan = (replicas, reached)
-        if best is None or _above(
-            _rank(plan, partitions, view, resources, options, tolerance is not None),
-            _rank(best, partitions, view, resources, options, tolerance is not None),
-            tolerance,
-        ):
-            best = replicas, reached  # goals in priority order, then (up to MID replicas) misses, then fewer moves
+        best, best_rank = (
+            (plan, None)
+            if best is None
+            else _better_of((best, best_rank), plan, partitions, view, resources, options, tolerance)
+        )
     assert best is not None
     if not small and _stuck(best[1][0]) and _stuck(first_plain[1][0]):
         best = _widen_first(first_plain, first_start, best, partitions, view, resources, options, tolerance)
@@ -440,6 +440,24 @@ def _rank(
         for k, met in enumerate(reached[1])
     )
     return reached[1], over, -_moves(replicas, live)
+
+
+def _better_of(
+    best: tuple[Plan, Rank | None],
+    plan: Plan,
+    partitions: pd.DataFrame,
+    view: ClusterView,
+    resources: list[Resource],
+    options: Constraints,
+    tolerance: float | None,
+) -> tuple[Plan, Rank | None]:
+    """``plan`` and its rank where it ranks above ``best`` (a plan and its rank, None until one was compared
+    with it: each plan is ranked once), else ``best``; goals in priority order, then (up to :data:`MID`
+    replicas) how far the goals missed are missed, then fewer moves."""
+    peaks = tolerance is not None
+    rank = _rank(plan, partitions, view, resources, options, peaks)
+    best_rank = best[1] if best[1] is not None else _rank(best[0], partitions, view, resources, options, peaks)
+    return (plan, rank) if _above(rank, best_rank, tolerance) else (best[0], best_rank)
 
 
 def _tolerance(partitions: pd.DataFrame) -> float | None:
