@@ -126,74 +126,84 @@ class _Walk:
             self.led[slot].append(n)
         self.best_load = [list(load) for load in self.load]
         self.best_leader = list(self.leader)
+        self._moving = list(zip(self.delta, self.load, self.capacity))  # what a pass updates, per goal
 
     def run(self, steps: int) -> None:
         rng = np.random.default_rng(SEED)
         picks = rng.integers(0, max(1, len(self.parts)), steps).tolist()
-        to, partner, luck = rng.random(steps).tolist(), rng.random(steps).tolist(), rng.random(steps).tolist()
+        to, partner, luck = rng.random(steps), rng.random(steps).tolist(), rng.random(steps).tolist()
+        # each step's broker to pass leadership to, drawn among its partition's replicas up front (the walk
+        # moves none): int(to * replicas) as numpy computes it, the same floats
+        passed_to = self._drawn_brokers(picks, to) if self.parts else []
         energy = best = 0.0  # relative to the start
         # the loop reads locals only: ~10k steps a walk, hundreds of walks in a small cluster's plan
         count, low, high, led, row_on = self.count, self.low, self.high, self.led, self.row_on
-        slots_of, leader, leader_slot = self.row_slots, self.leader, self.leader_slot
+        leader, leader_slot = self.leader, self.leader_slot
         goals = list(zip(self.delta, self.load, self.capacity, self.weight, self.target))
-        start, exp = self.start, math.exp
+        start, exp, cooling = self.start, math.exp, COLD / HOT
         for step in range(steps if self.parts else 0):
             n = picks[step]
-            slots = slots_of[n]
-            a, b = leader_slot[n], slots[int(to[step] * len(slots))]
+            a, b = leader_slot[n], passed_to[step]
             if b == a:
                 continue
             new = row_on[n][b]
-            back = None
+            m, row = -1, -1  # m: a partition b leads that a follows, drawn, passed back to a (its row on a)
             if not (count[a] - 1 >= low[a] and count[b] + 1 <= high[b]):
-                led_b = led[b]  # a partition b leads that a follows, drawn: passed back to a
+                led_b = led[b]
                 if not led_b:
                     continue
                 m = led_b[int(partner[step] * len(led_b))]
-                row = row_on[m].get(a)
-                if row is None:
+                row = row_on[m].get(a, -1)
+                if row < 0:
                     continue
-                back = (m, row)
             # how the energy changes: each goal's excess over its target on both brokers, weighted, and the
             # leaders changed; max(0.0, x) written out (hot loop)
             change = 0.0
             for delta, load, cap, weight, target in goals:
-                moved = delta[n] - (delta[back[0]] if back else 0.0)
+                moved = delta[n] - (delta[m] if m >= 0 else 0.0)
                 a_after, a_before = load[a] - moved / cap[a] - target, load[a] - target
                 b_after, b_before = load[b] + moved / cap[b] - target, load[b] - target
                 change += weight * (a_after if a_after > 0.0 else 0.0) - weight * (a_before if a_before > 0.0 else 0.0)
                 change += weight * (b_after if b_after > 0.0 else 0.0) - weight * (b_before if b_before > 0.0 else 0.0)
             before = int(leader[n] != start[n])
             after = int(new != start[n])
-            if back is not None:
-                before += int(leader[back[0]] != start[back[0]])
-                after += int(back[1] != start[back[0]])
+            if m >= 0:
+                before += int(leader[m] != start[m])
+                after += int(row != start[m])
             change += CHANGE_COST * (after - before)
             if change > 0:
-                temperature = HOT * (COLD / HOT) ** (step / steps)
+                temperature = HOT * cooling ** (step / steps)
                 if not luck[step] < exp(-change / temperature):
                     continue
-            self._transfer(n, back, a, b)
+            self._pass(n, new, a, b)
+            if m >= 0:
+                self._pass(m, row, b, a)
             energy += change
             if energy < best - 1e-12:
                 best = energy
                 self.best_load = [list(load) for load in self.load]
                 self.best_leader = list(leader)
 
-    def _transfer(self, n: int, back: tuple[int, int] | None, a: int, b: int) -> None:
-        moves = [(n, self.row_on[n][b], a, b)]
-        if back is not None:
-            moves.append((back[0], back[1], b, a))
-        for m, row, old, new in moves:
-            for delta, load, cap in zip(self.delta, self.load, self.capacity):
-                load[old] -= delta[m] / cap[old]
-                load[new] += delta[m] / cap[new]
-            self.leader[m] = row
-            self.leader_slot[m] = new
-            self.count[old] -= 1
-            self.count[new] += 1
-            self.led[old].remove(m)
-            self.led[new].append(m)
+    def _pass(self, n: int, row: int, old: int, new: int) -> None:
+        """Leadership of the walk's partition ``n`` from broker slot ``old`` to its replica ``row`` on ``new``."""
+        for delta, load, cap in self._moving:
+            load[old] -= delta[n] / cap[old]
+            load[new] += delta[n] / cap[new]
+        self.leader[n], self.leader_slot[n] = row, new
+        self.count[old] -= 1
+        self.count[new] += 1
+        self.led[old].remove(n)
+        self.led[new].append(n)
+
+    def _drawn_brokers(self, picks: list[int], to: np.ndarray) -> list[int]:
+        """Per step, the broker slot of the replica drawn: ``row_slots[n][int(to * len(row_slots[n]))]`` for the
+        step's partition ``n``, for every step at once."""
+        sizes = np.array([len(slots) for slots in self.row_slots], dtype=np.int64)
+        flat = np.array([slot for slots in self.row_slots for slot in slots], dtype=np.int64)
+        first = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        at = np.asarray(picks, dtype=np.int64)
+        drawn: list[int] = flat[first[at] + (to * sizes[at]).astype(np.int64)].tolist()
+        return drawn
 
     def apply_best(self) -> None:
         """Put the best leaders seen on the search (untouched by the walk, so still at ``start``): a transfer
