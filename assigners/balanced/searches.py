@@ -32,7 +32,7 @@ from assigners.policies import Placement, enforce_placement, resolve_placement
 
 # a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
 Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
-Layout = tuple[tuple[int, ...], ...]  # a plan's replica lists as a set member: the starts already searched
+Layout = tuple[tuple[int, ...], ...]  # a plan's replica lists as a set member: the layouts already searched
 # how plans compare (see _rank): goals met in priority order, how far each goal missed is missed, moves (negated)
 Rank = tuple[list[bool], tuple[float, ...], int]
 
@@ -78,7 +78,7 @@ def settle_and_search(
     best_rank: Rank | None = None  # the best plan's rank, once a later plan is compared with it
 
     fewest = minimum_moves(live, partitions["rf"].to_numpy(), view) if small else 0
-    seen: set[tuple[tuple[int, ...], ...]] = set()  # starts already searched (orders that tie settle alike)
+    seen: set[Layout] = set()  # starts already searched (orders that tie settle alike)
     for order in _count_orders(partitions, small)[: None if small else 2]:
         if best is not None and (_at_least(best, live, fewest) if small else not _stuck(best[1][0])):
             break
@@ -111,7 +111,7 @@ def settle_and_search(
         best = _unmet_goal_first(best, partitions, view, resources, options)
     if small and not all(best[1][1]):
         best = _forced_racks_apart(best, partitions, view, resources, options)
-    rebuilt: set[Layout] = set()  # rebuilds searched by either _fewer_moves: the second would end as the first
+    rebuilt: set[Layout] = set()  # the rebuilds either pass searched: none outranks the plan the second starts from
     if small and not _at_least(best, live, fewest):
         best = _fewer_moves(best, partitions, view, resources, options, rebuilt)
     if small and all(best[1][1]) and not _at_least(best, live, fewest):
@@ -197,7 +197,7 @@ def _best_of_orders(
     """The goals (``goals``: in that order) searched from every count order (the first ``orders``, when given;
     ``apart``: see :meth:`GoalSearch.split_forced_racks`); a plan replaces ``best`` when it ranks above ``key``
     (:func:`_rank`). Returns the best plan and its rank."""
-    seen: set[tuple[tuple[int, ...], ...]] = set()  # orders that tie settle alike: searched once
+    seen: set[Layout] = set()  # orders that tie settle alike: searched once
     for order in _count_orders(partitions, small=True)[:orders]:
         replicas = _counts_evened(partitions, view, order, options)
         if (layout := tuple(map(tuple, replicas))) in seen:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
@@ -18,7 +18,7 @@ from assigners.balanced import donate as donate_module
 from assigners.balanced import goals, searches
 from assigners.balanced.donate import donate
 from assigners.balanced.goals import balance_goal, improve
-from assigners.balanced.leaders import anneal_leaders
+from assigners.balanced.leaders import _Walk, anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.balanced.strategy import _resources
 from assigners.balanced.undo import PairLoads, pair_groups, undo_needless_moves
@@ -843,6 +843,29 @@ def test_a_goal_on_the_leaders_load_the_search_stops_short_of_is_met_by_annealin
     assert result.metrics.moves <= 4  # CP-SAT's fewest: leadership costs no move
     assert result.metrics.replica_spread_after <= 1 and result.metrics.leader_spread_after <= 1
     assert_valid(brokers, parts, result.planned, Constraints())
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    kind=st.sampled_from(["drifted", "skewed", "rf_gt_racks", "racks_633"]),
+    n_parts=st.integers(10, 60),
+    seed=st.integers(0, 10_000),
+    steps=st.integers(1, 3_000),
+)
+@example(kind="skewed", n_parts=46, seed=156, steps=2_000)
+def test_property_the_walk_draws_each_steps_broker_among_its_partitions_replicas(kind, n_parts, seed, steps):
+    # the walk draws every step's broker up front with numpy: the same brokers as the per-step formula it replaced
+    brokers, parts = scenario(kind, 6, n_parts, seed=seed)
+    prepared_brokers, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_brokers, Constraints())
+    resources = _resources(prepared, prepared_brokers, view)
+    search = GoalSearch([list(r) for r in prepared["current"]], prepared, view, resources, Constraints())
+    walk = _Walk(search, [k for k, r in enumerate(resources) if not np.array_equal(r.leader, r.follower)])
+    assume(walk.parts)
+    rng = np.random.default_rng(seed)
+    picks, to = rng.integers(0, len(walk.parts), steps).tolist(), rng.random(steps)
+    expected = [walk.row_slots[n][int(t * len(walk.row_slots[n]))] for n, t in zip(picks, to.tolist())]
+    assert walk._drawn_brokers(picks, to) == expected
 
 
 @settings(max_examples=20, deadline=None)
