@@ -48,6 +48,7 @@ class LedHere:
         self.holds[search.part[search.rows_on(top)]] = True
         self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._span: dict[int, tuple[float, float] | None] = {}
         self._away: tuple[np.ndarray, np.ndarray, list[int]] | None = None
 
     def moved_away(self, c: int) -> tuple[Pairs, ...]:
@@ -81,6 +82,13 @@ class LedHere:
             here = self.holds[self.search.part[rows]]
             self._here[c] = rows[here], passed[here]
         return self._here[c]
+
+    def span(self, c: int) -> tuple[float, float] | None:
+        """The least and the most amount one of :meth:`on`'s rows passes on (None: there are none)."""
+        if c not in self._span:
+            back = self.on(c)[1]
+            self._span[c] = (float(back.min()), float(back.max())) if len(back) else None
+        return self._span[c]
 
 
 def lowest(values: np.ndarray, k: int) -> list[int]:
@@ -159,6 +167,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedH
     if not search.lead[r] or delta <= 0:
         return []
     load, cap, out = search.load[k], search.capacity[k], list[Option]()
+    floor = float(load[top]) * (1 - 1e-9)  # as option_key has it: an option must end every broker below
     for row in search.rows_of(i):
         c = int(search.slot[row])
         if row == r:
@@ -166,12 +175,14 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedH
         led, passed = led_here.leads(c)  # none of partition i: top leads it
         for n in lowest(np.abs(delta - passed), CANDIDATES):
             j_c, j_passed = int(led[n]), float(passed[n])
+            new_top, new_c = load[top] - delta / cap[top], load[c] + (delta - j_passed) / cap[c]
+            if new_c >= floor:
+                continue  # c ends no lower than top is now: neither the path nor any cycle through it gains
             j = int(search.part[j_c])
             for j_d in search.rows_of(j):
                 d = int(search.slot[j_d])
                 if d in (top, c):
                     continue
-                new_top, new_c = load[top] - delta / cap[top], load[c] + (delta - j_passed) / cap[c]
                 new_d = load[d] + j_passed / cap[d]
                 path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
                 if (key := option_key(search, k, top, c, new_top, max(new_c, new_d))) is not None:
@@ -192,8 +203,15 @@ def close_cycle(
 ) -> list[Option]:
     """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
     cap = search.capacity[k]
-    led, back = led_here.on(d)
     new_top, new_c, new_d = loads
+    span = led_here.span(d)
+    if span is None:
+        return []
+    # every cycle's peak is at least this (rounding is monotone): where that gains nothing, none can
+    least = max(new_c, new_top + span[0] / cap[top], new_d - span[1] / cap[d])
+    if least >= search.load[k][top] * (1 - 1e-9):
+        return []
+    led, back = led_here.on(d)
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
     out = list[Option]()
     # the two lowest of those not of the partitions used already (d leads one replica of each at most)
