@@ -417,6 +417,8 @@ def _screened_swaps(
     rows, amounts = search.by_role(k, c)[int(lead)]
     known = None if returns is None else returns.setdefault((c, lead), bytearray(b"\x02") * len(rows))
     lighter = int(amounts.searchsorted(mine, "left"))
+    if not lighter:
+        return []  # a third of the calls on a small cluster: nothing lighter to swap for
     rows, amounts, at = rows[:lighter], amounts[:lighter], np.arange(lighter)  # at: each one's place on c
     if (rules := search.placement) is not None:  # only swaps the placement rules allow both ways
         if not rules.may_move(int(search.part[r]), search.broker_ids[c]):
@@ -435,6 +437,8 @@ def _screened_swaps(
         kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
     if known is not None:
         kept &= search.topic[search.part[rows]] != search.topic[search.part[r]]  # one topic: A->B and B->A
+    if not kept.any():
+        return []  # most calls: the earlier goals refuse every swap
     rows, after_top, after_c, at = rows[kept], after_top[kept], after_c[kept], at[kept]
     peaks = np.maximum(after_top, after_c)
     if known is not None:
