@@ -124,7 +124,7 @@ def dominant_home(search: GoalSearch, k: int, top: int) -> tuple[int, Change] | 
         theirs = theirs[search.lead[theirs] == lead]
         for s_row in theirs[np.argsort(search.amount(k, theirs), kind="stable")][:CANDIDATES].tolist():
             swap = ((h, c, lead, True), (s_row, top, lead, True))
-            if search.legal(swap) and search.accepted(k, search.loads_after(swap)):
+            if search.legal(swap) and search.accepted_after(k, swap) is not None:
                 return h, swap
     return None
 
@@ -265,8 +265,8 @@ def _apply_best(search: GoalSearch, k: int, top: int, options: list[Option]) -> 
         change = option[-1]
         if first_class is not None and (option[:2] != first_class or tried >= LATER_GOAL_TRIES):
             break
-        after = search.loads_after(change) if search.legal(change) else None
-        if after is None or not search.accepted(k, after):
+        after = search.accepted_after(k, change) if search.legal(change) else None
+        if after is None:
             continue
         first_class = option[:2]
         candidate = (later_excess(search, k, after), tried, change)
@@ -307,8 +307,8 @@ def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], fir
         parts = {part_of[row] for row, _, _, _ in change}
         if parts & touched or not search.legal(change):
             continue
-        after = search.loads_after(change)
-        if max(after[k].values()) >= search.load[k][top] * (1 - 1e-9) or not search.accepted(k, after):
+        after = search.accepted_after(k, change)
+        if after is None or max(after[k].values()) >= search.load[k][top] * (1 - 1e-9):
             continue
         search.apply(change)
         touched |= parts
@@ -399,7 +399,7 @@ def _screened_swaps(
     search: GoalSearch, k: int, r: int, top: int, c: int, returns: dict[tuple[int, bool], bytearray] | None = None
 ) -> list[Option]:
     """Swaps of ``top``'s replica ``r`` for a lighter one of the same role on ``c``: of those every earlier goal
-    accepts (:meth:`GoalSearch.accepted`, for all at once: a screen, which :func:`_apply_best` checks again
+    accepts (:meth:`GoalSearch.accepted_after`, for all at once: a screen, which :func:`_apply_best` checks again
     option by option), the :data:`CANDIDATES` leaving the lowest peak. With ``returns`` (per partner and role,
     which of its replicas may step onto ``top``, filled as asked), only swaps the rules allow: the partner's
     replicas are asked lowest peak first, until enough may (asking all of a partner's thousands up front cost a

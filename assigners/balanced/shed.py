@@ -211,6 +211,6 @@ def _cheapest(
     # shed's swaps nearly all pass, and checking each of ~6 offers cost a third of the shed)
     for _, _, _, c, s in sorted(ranked):
         change = ((r, c, role, True), (s, top, role, True))
-        if search.legal(change) and search.accepted(k, search.loads_after(change)):
+        if search.legal(change) and search.accepted_after(k, change) is not None:
             return change
     return None
