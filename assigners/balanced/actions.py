@@ -127,6 +127,7 @@ def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -
     delta = search.as_leader[k][i] - search.as_follower[k][i]
     if delta <= 0:
         return []
+    floor = float(load[top]) * (1 - 1e-9)  # as option_key has it
     for row in range(int(search.first_row[i]), int(search.first_row[i + 1])):
         c = int(search.slot[row])
         if row == r:
@@ -134,6 +135,10 @@ def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -
         key = option_key(search, k, top, c, load[top] - delta / cap[top], load[c] + delta / cap[c])
         if key is not None:
             out.append((*key, 0, row, ((r, top, False, False), (row, c, True, False))))
+        span = led_here.span(c)
+        # every pair's peak is at least this (rounding is monotone): where that gains nothing, none can
+        if span is None or max(load[top] - (delta - span[0]) / cap[top], load[c] + (delta - span[1]) / cap[c]) >= floor:
+            continue
         led, back = led_here.on(c)
         led, back = led[back < delta], back[back < delta]
         if not len(led):
