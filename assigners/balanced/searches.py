@@ -37,7 +37,10 @@ Layout = tuple[tuple[int, ...], ...]  # a plan's replica lists as a set member: 
 Rank = tuple[list[bool], tuple[float, ...], int]
 
 RESTARTS = 2  # searches started again from the plan's own output while goals stay unmet
-SMALL = 600  # replicas: every count order tried, then rebuilt (<= ~1 s; at 4,800: 7x the time, no fewer moves)
+# replicas: every count order tried, then rebuilt (at 4,800: 7x the time, no fewer moves); 60 partitions over
+# 12 brokers on a day the 10k bench cluster took 250 ms: median 0.7 s, up to 8 s where racks force goals out
+# of reach or a few partitions are hot (docs/balanced.md, known limits)
+SMALL = 600
 # replicas up to which plans missing the same goals compare on how far they miss them (see _tolerance): reading
 # the peaks costs a search (~5 ms at 3,000 replicas), and the starts of a mid-size cluster can end far apart
 MID = 12_000
