@@ -214,7 +214,7 @@ def close_cycle(
         return []
     # every cycle's peak is at least this (rounding is monotone): where that gains nothing, none can
     least = max(new_c, new_top + span[0] / cap[top], new_d - span[1] / cap[d])
-    if least >= search.load[k][top] * (1 - 1e-9):
+    if least >= float(search.load[k][top]) * (1 - 1e-9):  # as option_key has it
         return []
     led, back = led_here.on(d)
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])

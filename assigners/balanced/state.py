@@ -762,9 +762,9 @@ class GoalSearch:
         for j, goal in enumerate(self.goal_rows):
             loads = _goal_loads_after(goal, steps)
             if j < k:
-                limit, row = self.target(j) * (1 + 1e-9) if limits is None else limits[j], goal[0]
+                limit = self.target(j) * (1 + 1e-9) if limits is None else limits[j]
                 for b, value in loads.items():
-                    if value > row[b] + 1e-12 and value > limit:
+                    if value > goal[0][b] + 1e-12 and value > limit:  # goal[0]: its load row as it stands
                         return None
             after.append(loads)
         return after
