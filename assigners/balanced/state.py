@@ -303,7 +303,7 @@ class GoalSearch:
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
         self.lightest_sums: dict[int, np.ndarray] = {}  # per goal, for shed.worth_shedding (built there, once)
         self.least_kept: dict[int, np.ndarray] = {}  # per goal, for goals.dominant_home (built there, once)
-        self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted
+        self.any_forced = any(self.forced(k) for k in range(len(self.resources)))  # see accepted_after
 
     def _hold_met_goals(self) -> None:
         """Each goal's reachable bound with the earlier goals the layout meets held (:meth:`hold_earlier_goals`)."""

@@ -1,5 +1,6 @@
-"""``balanced``'s options: the helpers that pick them against the full sorts they stand for, and each
-listed option's key against what it does.
+"""``balanced``'s options: the helpers that pick them against the full sorts they stand for, each listed
+option's key against what it does, the options a bound skips against the listing without it, and the
+earlier goals' acceptance against its rule.
 
 A round on a large cluster picks a few of a broker's tens of thousands of
 replicas; each helper finds them without sorting them all, and each must
@@ -17,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assigners import Constraints
-from assigners.balanced import goals
+from assigners.balanced import actions, goals
 from assigners.balanced.actions import (
     CANDIDATES,
     LedHere,
@@ -179,6 +180,77 @@ def test_the_sure_refusals_are_steps_the_rules_refuse(kind, seed):
                 assert not search.may_step(int(rows[place]), top), (top, c, lead, place)
                 sure += 1
     assert sure  # the layouts give it refusals to fill in: the check is not vacuous
+
+
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("hot", 2), ("uneven_racks", 5)])
+def test_the_leadership_pairs_and_cycles_skipped_are_none_that_lower_the_peak(kind, seed, monkeypatch):
+    # transfers and transfer_chains skip a follower's pairs, and a chain's cycles, where the least peak any of
+    # them could reach (LedHere.span: the least and most amount its candidates pass back) is no gain: every
+    # broker as the top, they list exactly the options they list with the bound taken away, and skip some
+    search = _worked_search(kind, seed)
+    asked = {True: 0, False: 0}  # lowest() calls with and without the bound: what a skip saves
+
+    def listed(k: int, top: int, bounded: bool) -> list:
+        def counted(values: np.ndarray, n: int) -> list[int]:
+            asked[bounded] += 1
+            return lowest(values, n)
+
+        with monkeypatch.context() as m:
+            m.setattr(actions, "lowest", counted)
+            if not bounded:  # a span no peak can be above: nothing skipped
+                m.setattr(LedHere, "span", lambda self, c: (-np.inf, np.inf) if len(self.on(c)[0]) else None)
+            led_here, mine = LedHere(search, top, k), search.rows_on(top)
+            leaders = mine[search.lead[mine]]
+            return [
+                option
+                for r in heaviest(search, k, leaders, CANDIDATES)
+                for option in transfers(search, k, r, top, led_here) + transfer_chains(search, k, r, top, led_here)
+            ]
+
+    for k, resource in enumerate(search.resources):
+        if np.array_equal(resource.leader, resource.follower):
+            continue  # leadership moves nothing of this goal
+        for top in range(len(search.brokers)):
+            assert listed(k, top, bounded=True) == listed(k, top, bounded=False), (k, top)
+    assert asked[True] < asked[False]  # the bound skipped some: the equality is not vacuous
+
+
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("hot", 2), ("uneven_racks", 5), ("capped", 4)])
+def test_an_option_is_accepted_exactly_where_no_earlier_goal_rises_above_its_limit(kind, seed):
+    # GoalSearch.accepted_after asks the goals before k one at a time, the first refusal ending it; the rule, from
+    # every goal's own loads after the option: refused where a broker it touches rises, and above the goal's
+    # threshold (where the racks force some goal, above the goal's peak if that is higher); else every goal's
+    # loads after it
+    search = _worked_search(kind, seed)
+    forced, verdicts = search.any_forced, set()
+    for k in range(len(search.resources)):
+        for option in _round_options(search, k):
+            change = option[-1]
+            after = [_loads_after(search, j, change) for j in range(len(search.resources))]
+            refused = False
+            for j in range(k):
+                limit = search.target(j)
+                if forced:
+                    limit = max(limit, float(search.load[j].max())) if search.bounds[j] > 0 else np.inf
+                rising = [b for b, value in after[j].items() if value > float(search.load[j][b]) + 1e-12]
+                refused |= any(after[j][b] > limit * (1 + 1e-9) for b in rising)
+            answer = search.accepted_after(k, change)
+            assert (answer is None) == refused, (k, change)
+            if answer is not None:
+                assert answer == after, (k, change)
+            verdicts.add((k > 0, refused))
+    assert {(True, False), (True, True)} <= verdicts  # earlier goals both accept and refuse: the check is not vacuous
+
+
+def _worked_search(kind: str, seed: int) -> GoalSearch:
+    """A settled small cluster after up to 40 rounds off its worst goal: leadership and loads the search has
+    moved, as where its rounds get stuck."""
+    search = settled_search(kind, 12, 60, seed)
+    for _ in range(40):
+        k = int(np.argmax([search.ratio(j) for j in range(len(search.resources))]))
+        if not goals.improve(search, k, int(np.argmax(search.load[k]))):
+            break
+    return search
 
 
 def _round_options(search: GoalSearch, k: int) -> list:
