@@ -645,20 +645,31 @@ class GoalSearch:
 
     def legal(self, change: Change) -> bool:
         """Counts, racks, caps, one move per replica and the topic rule for an option's steps."""
-        if not any(step[3] for step in change):  # leadership only: no data moves, only leader counts change
+        # loops written out, not any() / all() over generators: asked of nearly every option a round lists
+        for step in change:
+            if step[3]:
+                break
+        else:  # leadership only: no data moves, only leader counts change
             if self.placement is not None and any(self.placement.frozen[self.part_of[row]] for row, *_ in change):
                 return False  # a frozen partition keeps its leader too
             deltas: dict[int, int] = {}
+            lead_of = self.lead
             for row, slot, lead, _ in change:
-                deltas[slot] = deltas.get(slot, 0) + int(lead) - int(self.lead[row])
-            return all(self.count_ok(self.leaders, 1, b, d) for b, d in deltas.items() if d)
+                deltas[slot] = deltas.get(slot, 0) + int(lead) - int(lead_of[row])
+            for b, d in deltas.items():  # noqa: SIM110 (as above)
+                if d and not self.count_ok(self.leaders, 1, b, d):
+                    return False
+            return True
         if len(change) == 1:  # a move: the counts change
             r, c, lead, _ = change[0]
             if not self.counts_allow_move(r, c, lead):
                 return False
         elif self._topic_of[change[0][0]] == self._topic_of[change[1][0]]:
             return False  # a swap of two replicas of one topic would move it A->B and B->A
-        return all(self.may_step(row, slot) for row, slot, _, _ in change)
+        for row, slot, _, _ in change:  # noqa: SIM110 (as above)
+            if not self.may_step(row, slot):
+                return False
+        return True
 
     def counts_allow_move(self, row: int, slot: int, lead: bool) -> bool:
         """May ``row`` move to broker ``slot`` (leading there if ``lead``) with the counts kept in their bands?"""
