@@ -192,7 +192,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedH
                 path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
                 if (key := option_key(search, k, top, c, new_top, max(new_c, new_d))) is not None:
                     out.append((*key, 0, j_d, path))
-                out += close_cycle(search, k, top, d, (i, j), led_here, path, (new_top, new_c, new_d))
+                out += close_cycle(search, k, top, d, (i, j), led_here, path, (new_top, new_c, new_d), floor)
     return out
 
 
@@ -205,8 +205,10 @@ def close_cycle(
     led_here: LedHere,
     path: Change,
     loads: tuple[float, float, float],
+    floor: float,
 ) -> list[Option]:
-    """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``."""
+    """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``; ``floor``:
+    the peak an option must end below (as :func:`option_key` has it)."""
     cap = search.capacity[k]
     new_top, new_c, new_d = loads
     span = led_here.span(d)
@@ -214,7 +216,7 @@ def close_cycle(
         return []
     # every cycle's peak is at least this (rounding is monotone): where that gains nothing, none can
     least = max(new_c, new_top + span[0] / cap[top], new_d - span[1] / cap[d])
-    if least >= float(search.load[k][top]) * (1 - 1e-9):  # as option_key has it
+    if least >= floor:
         return []
     led, back = led_here.on(d)
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])

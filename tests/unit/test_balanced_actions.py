@@ -166,11 +166,7 @@ def test_the_second_screen_lists_the_lowest_peak_swaps_of_those_the_rules_allow(
 def test_the_sure_refusals_are_steps_the_rules_refuse(kind, seed):
     # improve_screened fills in the rack rule's and the topic rule's refusals for a partner's replicas at once:
     # each one filled in must be a step GoalSearch.may_step refuses (the others are asked one by one)
-    search = settled_search(kind, 12, 1000, seed)
-    for _ in range(40):  # moves the plan made, so that the topic rule has pairs to refuse
-        k = int(np.argmax([search.ratio(j) for j in range(len(search.resources))]))
-        if not goals.improve(search, k, int(np.argmax(search.load[k]))):
-            break
+    search = _worked_search(kind, seed, 1000)  # moves the plan made, so that the topic rule has pairs to refuse
     sure = 0
     for top in range(len(search.brokers)):
         partners = [c for c in range(len(search.brokers)) if c != top]
@@ -242,10 +238,10 @@ def test_an_option_is_accepted_exactly_where_no_earlier_goal_rises_above_its_lim
     assert {(True, False), (True, True)} <= verdicts  # earlier goals both accept and refuse: the check is not vacuous
 
 
-def _worked_search(kind: str, seed: int) -> GoalSearch:
-    """A settled small cluster after up to 40 rounds off its worst goal: leadership and loads the search has
-    moved, as where its rounds get stuck."""
-    search = settled_search(kind, 12, 60, seed)
+def _worked_search(kind: str, seed: int, n_parts: int = 60) -> GoalSearch:
+    """A settled cluster of 12 brokers after up to 40 rounds off its worst goal: leadership and loads the search
+    has moved, as where its rounds get stuck."""
+    search = settled_search(kind, 12, n_parts, seed)
     for _ in range(40):
         k = int(np.argmax([search.ratio(j) for j in range(len(search.resources))]))
         if not goals.improve(search, k, int(np.argmax(search.load[k]))):
