@@ -104,9 +104,10 @@ def shed(search: GoalSearch, k: int, top: int) -> int:
         if search.part_of[r] in pools.touched:
             continue
         offers = _offers(search, k, r, mine_amount, _partners_of(search, r, top, partners), pools, limit)
-        if not offers:
+        gain = _best_gain(search, r, offers)
+        if gain is None:
             continue
-        if max(gain for gain, _, _ in offers) * ENDGAME >= excess:
+        if gain * ENDGAME >= excess:
             break  # the endgame: the rounds take the cheapest action that fixes top
         change = _cheapest(search, k, r, top, offers)
         if change is not None:
@@ -182,26 +183,36 @@ def _offers(
     search: GoalSearch, k: int, r: int, amount: float, partners: list[int], pools: _Pools, limit: float
 ) -> list[tuple[float, int, int]]:
     """(gain, partner, its row) of the swaps for ``r`` worth checking: per partner its lightest replica of
-    ``r``'s role and the lightest sent back home, where the partner stays under the threshold after."""
+    ``r``'s role and the lightest sent back home, where the partner stays under the threshold after. Whether
+    ``r`` may step onto the partner is left to :func:`_best_gain` and :func:`_cheapest`, which ask it of the
+    few they reach (asked of every partner, it cost a fifth of a shed)."""
     load, cap, role = search.load[k], search.capacity[k], bool(search.lead[r])
     offers = []
     for c in partners:
         c_load, c_cap = float(load[c]), float(cap[c])
-        fitting = [
+        offers += [
             (amount - offer[0], c, offer[1])
             for offer in (pools.lightest(c, role), pools.homeward(c, role))
             if offer is not None and amount - offer[0] > 0 and c_load + (amount - offer[0]) / c_cap <= limit
         ]
-        if fitting and search.may_step(r, c):  # asked once per partner, and only of one with an offer
-            offers += fitting
     return offers
+
+
+def _best_gain(search: GoalSearch, r: int, offers: list[tuple[float, int, int]]) -> float | None:
+    """The largest gain of ``offers`` onto a partner ``r`` may step onto (None: there is none)."""
+    for gain, c, _ in sorted(offers, key=lambda offer: -offer[0]):
+        if search.may_step(r, c):
+            return gain
+    return None
 
 
 def _cheapest(
     search: GoalSearch, k: int, r: int, top: int, offers: list[tuple[float, int, int]]
 ) -> tuple[tuple[int, int, bool, bool], ...] | None:
     """Of ``offers``, the legal swap the earlier goals accept that adds the fewest moves, then moves the fewest
-    bytes per unit of gain (as a round ranks the options that do not fix its broker); None: none is."""
+    bytes per unit of gain (as a round ranks the options that do not fix its broker); None: none is. An offer
+    onto a partner ``r`` may not step onto is ranked, never taken (legal() refuses it), and ranks the others
+    as before: ``at`` keeps their order."""
     role = bool(search.lead[r])
     ranked = []
     for at, (gain, c, s) in enumerate(sorted(offers, key=lambda offer: -offer[0])):

@@ -86,6 +86,29 @@ def test_a_broker_far_above_its_goal_sheds_many_swaps_in_one_pass_each_keeping_e
     assert np.all(after[others] <= np.maximum(loads[others], target * (1 + 1e-9)))  # no partner pushed over
 
 
+@pytest.mark.parametrize("kind, seed", [("drifted", 2), ("rf_gt_racks", 0)])
+def test_a_shed_weighs_only_the_offers_onto_partners_the_replica_may_step_onto(kind, seed):
+    # _offers lists every partner's offers; whether the replica may step onto the partner is asked by
+    # _best_gain (the endgame's largest gain) and _cheapest (through legal) of the few they reach: both
+    # answer as they do from the offers with the refused partners taken out first
+    search = settled(*with_one_hot_partition(kind, seed))
+    top, limit = int(np.argmax(search.load[0])), search.target(0) * (1 + 1e-9)
+    mine = shed.movable(search, search.rows_on(top))
+    mine = mine[np.argsort(-search.amount(0, mine), kind="stable")]
+    by_load = np.argsort(search.load[0], kind="stable")
+    partners = shed.open_to(search, mine.tolist(), by_load, top, shed.PARTNERS)
+    partners = [c for c in partners if search.load[0][c] < limit]
+    pools, refused = shed._Pools(search, 0, top), 0
+    for r in mine.tolist():
+        amount = float(search.row_amount[0][r])
+        offers = shed._offers(search, 0, r, amount, shed._partners_of(search, r, top, partners), pools, limit)
+        allowed = [offer for offer in offers if search.may_step(r, offer[1])]
+        refused += len(offers) - len(allowed)
+        assert shed._best_gain(search, r, offers) == max((gain for gain, _, _ in allowed), default=None)
+        assert shed._cheapest(search, 0, r, top, offers) == shed._cheapest(search, 0, r, top, allowed)
+    assert refused  # some partner refused a replica: the equalities are not vacuous
+
+
 def test_a_broker_the_rules_keep_empty_is_not_taken_for_the_room_a_shed_trades_into():
     # a tainted broker no topic tolerates has all the room there is and takes nothing: counting its room,
     # every replica of top "fit", the heaviest looked like the endgame and no shed ran (the bench cluster
