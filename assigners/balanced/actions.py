@@ -250,13 +250,17 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         c_load, c_cap = float(search.load[k][c]), search.capacity[k][c]
         if not free or there[0] <= 0:
             out += _move(search, k, r, top, c, allowed, there)
+        back_rows, back_amounts = from_top[int(lead)]
+        if free and there[0] > 0 and not any(back < mine for back in back_amounts):
+            # r leaving its live broker adds a move: a free swap must send home one of the replicas the plan
+            # moved from top to c (the only rows whose step onto top saves one), and c holds none lighter
+            continue
         rows, amounts = by_role[int(lead)]
         lighter = int(amounts.searchsorted(mine, "left"))  # ascending: the same role's lighter ones
         rows, amounts, lighter = _onto(search, rows, amounts, lighter, top)
         if not lighter:
             continue
         best = _lowest_peaks(rows, amounts, lighter, mine, (top_load, top_cap, c_load, c_cap))
-        back_rows, back_amounts = from_top[int(lead)]
         homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
         for s_row in dict.fromkeys([*best, *homeward]) if homeward else best:
             if free and there[0] + search.cost(s_row, top)[0] > 0:

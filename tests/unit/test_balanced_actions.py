@@ -211,6 +211,36 @@ def test_the_leadership_pairs_and_cycles_skipped_are_none_that_lower_the_peak(ki
     assert asked[True] < asked[False]  # the bound skipped some: the equality is not vacuous
 
 
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("hot", 2), ("drifted", 1)])
+def test_a_free_round_lists_every_move_and_swap_that_adds_no_replica_move(kind, seed, monkeypatch):
+    # a free round keeps the options that add no move; moves_and_swaps(free=True) skips a partner's swaps
+    # where r leaving top adds a move and the partner holds none of top's moved-away replicas lighter than r
+    # (the only ones whose way back saves one): every broker as the top, it lists exactly what the full
+    # listing holds that adds no move, and skips some
+    search = _worked_search(kind, seed)
+    ranked = {True: 0, False: 0}  # _lowest_peaks calls, free and full: what the skip saves
+
+    def listed(k: int, top: int, free: bool) -> list:
+        def counted(*args):
+            ranked[free] += 1
+            return _lowest_peaks(*args)
+
+        with monkeypatch.context() as m:
+            m.setattr(actions, "_lowest_peaks", counted)
+            led_here = LedHere(search, top, k)
+            held = [partner(search, k, c, led_here) for c in range(len(search.brokers)) if c != top]
+            mine = search.rows_on(top).tolist()
+            return [option for r in mine for option in moves_and_swaps(search, k, r, top, held, free)]
+
+    free_swaps = 0
+    for k in range(len(search.resources)):
+        for top in range(len(search.brokers)):
+            free = listed(k, top, free=True)
+            assert free == [option for option in listed(k, top, free=False) if option[1] <= 0], (k, top)
+            free_swaps += sum(option[3] == 2 for option in free)
+    assert free_swaps and ranked[True] < ranked[False]  # free swaps listed, and some partners skipped
+
+
 @pytest.mark.parametrize("kind, seed", [("skewed", 0), ("hot", 2), ("uneven_racks", 5), ("capped", 4)])
 def test_an_option_is_accepted_exactly_where_no_earlier_goal_rises_above_its_limit(kind, seed):
     # GoalSearch.accepted_after asks the goals before k one at a time, the first refusal ending it; the rule, from
