@@ -481,10 +481,11 @@ class _Ranking:
         self.usage, self.view, self.weight_of = usage, view, view.weight_of
         self.key = {b: (usage.fullness(b), b) for b in view.eligible}
         self.order = sorted(self.key.values())
+        self.ids = [b for _, b in self.order]  # the same order, ids alone: read per refill, not built each time
 
     def brokers(self) -> list[int]:
-        """The eligible brokers, fewest replicas per weight first."""
-        return [b for _, b in self.order]
+        """The eligible brokers, fewest replicas per weight first (the ranking's own list: not to be changed)."""
+        return self.ids
 
     def replace(self, i: int, old: list[int], new: list[int]) -> None:
         """Partition ``i``'s replicas changed from ``old`` to ``new``: usage and ranks with them."""
@@ -503,9 +504,12 @@ class _Ranking:
         usage, order = self.usage, self.order
         usage.count[b] += step
         usage.disk[b] += step * usage.sizes[i]
-        del order[bisect.bisect_left(order, old)]
+        at = bisect.bisect_left(order, old)
+        del order[at], self.ids[at]
         self.key[b] = new = (usage.count[b] / self.weight_of[b], b)
-        bisect.insort(order, new)
+        at = bisect.bisect_left(order, new)
+        order.insert(at, new)
+        self.ids.insert(at, b)
 
 
 class _NoRoom(Exception):  # noqa: N818 (a signal caught inside this module, not an error users see)
@@ -533,7 +537,7 @@ def _refilled(
         choice = None
         # the strategy's brokers first, then the ranking's; one plain loop, no generator: thousands of refills on
         # a 10k cluster with the rules new, ~16 brokers asked each
-        for b in planned + ranking.brokers():
+        for b in planned + ranking.brokers() if planned else ranking.brokers():
             if (
                 b in allowed
                 and b not in new
