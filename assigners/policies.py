@@ -112,6 +112,15 @@ class Placement:
             table[n, sorted(self.allowed[r])] = True
         return table
 
+    @cached_property
+    def leader_racks(self) -> list[tuple[str, ...] | None] | None:
+        """:func:`leader_racks_of`, listed once: a 10k plan with a ``leader_racks`` rule asks it three to six
+        times (~0.35 ms each). The placement's own list: read, never changed."""
+        if not any(rule.leader_racks and not rule.frozen for rule in self.rules):
+            return None
+        racks = [rule.leader_racks if rule.leader_racks and not rule.frozen else None for rule in self.rules]
+        return [None if r < 0 else racks[r] for r in self.rule_of.tolist()]
+
     def describe(self, r: int) -> str:
         """A rule as the errors and notes name it: its number in the config and its pattern."""
         if r == NO_RULE:
@@ -616,10 +625,7 @@ def _stays(live: list[int], rf: int, allowed: frozenset[int], view: ClusterView)
 def leader_racks_of(placement: Placement | None) -> list[tuple[str, ...] | None] | None:
     """Per partition, the racks a ``leader_racks`` rule pins its leader to (frozen ones aside: they keep
     theirs), for the balance score (:func:`assigners.metrics.quality`); None where no rule pins any."""
-    if placement is None or not any(rule.leader_racks and not rule.frozen for rule in placement.rules):
-        return None
-    racks = [rule.leader_racks if rule.leader_racks and not rule.frozen else None for rule in placement.rules]
-    return [None if r < 0 else racks[r] for r in placement.rule_of.tolist()]
+    return None if placement is None else placement.leader_racks
 
 
 def leaders_pinned(rows: list[list[int]], view: ClusterView, placement: Placement | None) -> frozenset[int]:
