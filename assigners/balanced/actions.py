@@ -251,7 +251,8 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         if not free or there[0] <= 0:
             out += _move(search, k, r, top, c, allowed, there)
         back_rows, back_amounts = from_top[int(lead)]
-        if free and there[0] > 0 and not any(back < mine for back in back_amounts):
+        homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
+        if free and there[0] > 0 and not homeward:
             # r leaving its live broker adds a move: a free swap must send home one of the replicas the plan
             # moved from top to c (the only rows whose step onto top saves one), and c holds none lighter
             continue
@@ -261,7 +262,6 @@ def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Hel
         if not lighter:
             continue
         best = _lowest_peaks(rows, amounts, lighter, mine, (top_load, top_cap, c_load, c_cap))
-        homeward = [row for row, back in zip(back_rows, back_amounts) if back < mine][:CANDIDATES]
         for s_row in dict.fromkeys([*best, *homeward]) if homeward else best:
             if free and there[0] + search.cost(s_row, top)[0] > 0:
                 continue

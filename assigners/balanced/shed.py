@@ -182,10 +182,11 @@ def _partners_of(search: GoalSearch, r: int, top: int, partners: list[int]) -> l
 def _offers(
     search: GoalSearch, k: int, r: int, amount: float, partners: list[int], pools: _Pools, limit: float
 ) -> list[tuple[float, int, int]]:
-    """(gain, partner, its row) of the swaps for ``r`` worth checking: per partner its lightest replica of
-    ``r``'s role and the lightest sent back home, where the partner stays under the threshold after. Whether
-    ``r`` may step onto the partner is left to :func:`_best_gain` and :func:`_cheapest`, which ask it of the
-    few they reach (asked of every partner, it cost a fifth of a shed)."""
+    """(gain, partner, its row) of the swaps for ``r`` worth checking, largest gain first (ties in partner
+    order): per partner its lightest replica of ``r``'s role and the lightest sent back home, where the
+    partner stays under the threshold after. Whether ``r`` may step onto the partner is left to
+    :func:`_best_gain` and :func:`_cheapest`, which ask it of the few they reach (asked of every partner, it
+    cost a fifth of a shed)."""
     load, cap, role = search.load[k], search.capacity[k], bool(search.lead[r])
     offers = []
     for c in partners:
@@ -195,12 +196,13 @@ def _offers(
             for offer in (pools.lightest(c, role), pools.homeward(c, role))
             if offer is not None and amount - offer[0] > 0 and c_load + (amount - offer[0]) / c_cap <= limit
         ]
-    return offers
+    return sorted(offers, key=lambda offer: -offer[0])
 
 
 def _best_gain(search: GoalSearch, r: int, offers: list[tuple[float, int, int]]) -> float | None:
-    """The largest gain of ``offers`` onto a partner ``r`` may step onto (None: there is none)."""
-    for gain, c, _ in sorted(offers, key=lambda offer: -offer[0]):
+    """The largest gain of ``offers`` (:func:`_offers`: largest first) onto a partner ``r`` may step onto (None:
+    there is none)."""
+    for gain, c, _ in offers:
         if search.may_step(r, c):
             return gain
     return None
@@ -209,13 +211,13 @@ def _best_gain(search: GoalSearch, r: int, offers: list[tuple[float, int, int]])
 def _cheapest(
     search: GoalSearch, k: int, r: int, top: int, offers: list[tuple[float, int, int]]
 ) -> tuple[tuple[int, int, bool, bool], ...] | None:
-    """Of ``offers``, the legal swap the earlier goals accept that adds the fewest moves, then moves the fewest
-    bytes per unit of gain (as a round ranks the options that do not fix its broker); None: none is. An offer
-    onto a partner ``r`` may not step onto is ranked, never taken (legal() refuses it), and ranks the others
-    as before: ``at`` keeps their order."""
+    """Of ``offers`` (:func:`_offers`: largest gain first), the legal swap the earlier goals accept that adds the
+    fewest moves, then moves the fewest bytes per unit of gain (as a round ranks the options that do not fix
+    its broker); None: none is. An offer onto a partner ``r`` may not step onto is ranked, never taken
+    (legal() refuses it), and ranks the others as before: ``at`` keeps their order."""
     role = bool(search.lead[r])
     ranked = []
-    for at, (gain, c, s) in enumerate(sorted(offers, key=lambda offer: -offer[0])):
+    for at, (gain, c, s) in enumerate(offers):
         there, back = search.cost(r, c), search.cost(s, top)
         ranked.append((there[0] + back[0], (there[1] + back[1]) / gain, at, c, s))
     # ranked first, the rules checked down the ranking: the first that passes is the cheapest that does (a
