@@ -46,8 +46,7 @@ class LedHere:
         self.search, self.top, self.k = search, top, k
         self.holds = np.zeros(len(search.first_row) - 1, dtype=bool)  # per partition
         self.holds[search.part[search.rows_on(top)]] = True
-        self._led: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._here: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._here: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._span: dict[int, tuple[float, float] | None] = {}
         self._away: tuple[np.ndarray, np.ndarray, list[int]] | None = None
 
@@ -69,18 +68,19 @@ class LedHere:
 
     def leads(self, c: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on."""
-        if c not in self._led:
-            rows = self.search.rows_on(c)
-            rows = rows[self.search.lead[rows]]
-            self._led[c] = rows, self.search.row_amount[self.k][rows] - self.search.follower_amount(self.k, rows)
-        return self._led[c]
+        return self.search.led_by(self.k, c)
 
-    def on(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`leads` of broker slot ``c`` of the partitions ``top`` holds (a follower on ``top``)."""
+    def on(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`leads` of broker slot ``c`` of the partitions ``top`` holds (a follower on ``top``), with each
+        one's row on ``top`` (the row a pair or cycle hands the leadership back to)."""
         if c not in self._here:
+            search = self.search
             rows, passed = self.leads(c)
-            here = self.holds[self.search.part[rows]]
-            self._here[c] = rows[here], passed[here]
+            parts = search.part[rows]
+            here = self.holds[parts]
+            # top's rows, ascending, belong to ascending partitions (a partition's rows are contiguous)
+            mine = search.rows_on(self.top)
+            self._here[c] = rows[here], passed[here], mine[search.part[mine].searchsorted(parts[here])]
         return self._here[c]
 
     def span(self, c: int) -> tuple[float, float] | None:
@@ -139,8 +139,9 @@ def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -
         # every pair's peak is at least this (rounding is monotone): where that gains nothing, none can
         if span is None or max(load[top] - (delta - span[0]) / cap[top], load[c] + (delta - span[1]) / cap[c]) >= floor:
             continue
-        led, back = led_here.on(c)
-        led, back = led[back < delta], back[back < delta]
+        led, back, tops = led_here.on(c)
+        fewer = back < delta
+        led, back, tops = led[fewer], back[fewer], tops[fewer]
         if not len(led):
             continue
         new_top, new_c = load[top] - (delta - back) / cap[top], load[c] + (delta - back) / cap[c]
@@ -148,7 +149,7 @@ def transfers(search: GoalSearch, k: int, r: int, top: int, led_here: LedHere) -
             j_lead = int(led[n])
             key = option_key(search, k, top, c, float(new_top[n]), float(new_c[n]))
             if key is not None:
-                j_top = search.row_of(int(search.part[j_lead]), top)
+                j_top = int(tops[n])
                 steps = (
                     (r, top, False, False),
                     (row, c, True, False),
@@ -192,7 +193,7 @@ def transfer_chains(search: GoalSearch, k: int, r: int, top: int, led_here: LedH
                 path = ((r, top, False, False), (row, c, True, False), (j_c, c, False, False), (j_d, d, True, False))
                 if (key := option_key(search, k, top, c, new_top, max(new_c, new_d))) is not None:
                     out.append((*key, 0, j_d, path))
-                out += close_cycle(search, k, top, d, (i, j), led_here, path, (new_top, new_c, new_d), floor)
+                out += close_cycle(search, k, top, d, led_here, path, (new_top, new_c, new_d), floor)
     return out
 
 
@@ -201,14 +202,14 @@ def close_cycle(
     k: int,
     top: int,
     d: int,
-    used: tuple[int, int],
     led_here: LedHere,
     path: Change,
     loads: tuple[float, float, float],
     floor: float,
 ) -> list[Option]:
-    """The best few partitions ``d`` leads and ``top`` follows to hand back to ``top`` after ``path``; ``floor``:
-    the peak an option must end below (as :func:`option_key` has it)."""
+    """The two partitions ``d`` leads and ``top`` follows whose leadership handed back to ``top`` after ``path``
+    leaves the lowest peak (neither is one of the path's: ``top`` leads the first, c the second); ``floor``: the
+    peak an option must end below (as :func:`option_key` has it)."""
     cap = search.capacity[k]
     new_top, new_c, new_d = loads
     span = led_here.span(d)
@@ -218,19 +219,27 @@ def close_cycle(
     least = max(new_c, new_top + span[0] / cap[top], new_d - span[1] / cap[d])
     if least >= floor:
         return []
-    led, back = led_here.on(d)
+    led, back, tops = led_here.on(d)
     peaks = np.maximum(new_top + back / cap[top], new_d - back / cap[d])
-    out = list[Option]()
-    # the two lowest of those not of the partitions used already (d leads one replica of each at most)
-    for n in [n for n in lowest(peaks, 4) if int(search.part[led[n]]) not in used][:2]:
-        l_d = int(led[n])
-        key = option_key(
-            search, k, top, d, float(new_top + back[n] / cap[top]), max(new_c, float(new_d - back[n] / cap[d]))
-        )
-        if key is not None:
-            l_top = search.row_of(int(search.part[l_d]), top)
-            out.append((*key, 0, l_d, (*path, (l_d, d, False, False), (l_top, top, True, False))))
+    fixed, out = search.target(k) * (1 + 1e-9), list[Option]()
+    for n in _two_lowest(peaks):
+        # option_key, inline (no move, no byte: only whether it fixes the goal ranks it)
+        new_peak = max(float(new_top + back[n] / cap[top]), new_c, float(new_d - back[n] / cap[d]))
+        if new_peak < floor:
+            l_d = int(led[n])
+            steps = (*path, (l_d, d, False, False), (int(tops[n]), top, True, False))
+            out.append((0.0 if new_peak <= fixed else 1.0, 0, 0.0, 0, l_d, steps))
     return out
+
+
+def _two_lowest(values: np.ndarray) -> list[int]:
+    """:func:`lowest` of ``values`` for two, from two scans (the first scan's pick is overwritten: ``values`` is
+    scratch). Where the least value is tied, ``argmin`` gives the first index, as a stable sort does."""
+    if len(values) < 2:
+        return list(range(len(values)))
+    first = int(values.argmin())
+    values[first] = np.inf
+    return [first, int(values.argmin())]
 
 
 def moves_and_swaps(search: GoalSearch, k: int, r: int, top: int, held: list[Held], free: bool = False) -> list[Option]:

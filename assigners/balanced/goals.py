@@ -299,19 +299,19 @@ def _apply_more(search: GoalSearch, k: int, top: int, options: list[Option], fir
     most = next(option[1] for option in options if option[-1] is first) + BATCH_MORE_MOVES
     part_of = search.part_of
     touched = {part_of[row] for row, _, _, _ in first}
-    applied = 1
-    for option in options:
-        if applied >= search.batch or option[1] > most or search.load[k][top] <= search.target(k) * (1 + 1e-9):
+    applied, limit, top_load = 1, search.target(k) * (1 + 1e-9), float(search.load[k][top])
+    for option in options:  # most are passed over (a partition touched, a rule): each test as cheap as it goes
+        if applied >= search.batch or option[1] > most or top_load <= limit:
             return
         change = option[-1]
-        parts = {part_of[row] for row, _, _, _ in change}
-        if parts & touched or not search.legal(change):
+        if any(part_of[row] in touched for row, _, _, _ in change) or not search.legal(change):
             continue
         after = search.accepted_after(k, change)
-        if after is None or max(after[k].values()) >= search.load[k][top] * (1 - 1e-9):
+        if after is None or max(after[k].values()) >= top_load * (1 - 1e-9):
             continue
         search.apply(change)
-        touched |= parts
+        touched.update(part_of[row] for row, _, _, _ in change)
+        top_load = float(search.load[k][top])
         applied += 1
 
 

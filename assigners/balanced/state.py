@@ -274,6 +274,7 @@ class GoalSearch:
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
         self._by_role: tuple[int, dict[int, tuple[int, Roles]]] = (-1, {})  # goal, slot -> (version, by_role)
+        self._led: dict[int, tuple[int, int, np.ndarray, np.ndarray]] = {}  # slot -> (version, goal, led_by)
         # per role (replicas, leaders) and slot, the band (see band): the shares and slacks never change
         self._bands = [
             list(zip(*(ends.tolist() for ends in band_ends(shares, slack))))
@@ -512,6 +513,18 @@ class GoalSearch:
                 roles.append((mine[order], theirs[order]))
             hit = cached[c] = (int(self.version[c]), tuple(roles))
         return hit[1]
+
+    def led_by(self, k: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows broker slot ``c`` leads, in row order, and the amount of goal ``k`` each passes on with its
+        leadership; kept until ``c`` changes (a leadership round asks it of most brokers, and rounds follow each
+        other changing two or three)."""
+        hit = self._led.get(c)
+        if hit is None or hit[0] != self.version[c] or hit[1] != k:
+            rows = self.rows_on(c)
+            rows = rows[self.lead[rows]]
+            passed = self.row_amount[k][rows] - self.follower_amount(k, rows)
+            hit = self._led[c] = (int(self.version[c]), k, rows, passed)
+        return hit[2], hit[3]
 
     def name(self, i: int) -> str:
         """Partition ``i`` as topic:partition, as the config names partitions."""

@@ -23,6 +23,7 @@ from assigners.balanced.actions import (
     CANDIDATES,
     LedHere,
     _lowest_peaks,
+    _two_lowest,
     lowest,
     moves_and_swaps,
     partner,
@@ -46,6 +47,14 @@ TIED = st.lists(st.integers(0, 6).map(float), min_size=1, max_size=80)
 def test_lowest_is_a_stable_sorts_first_k(values, k):
     array = np.array(values)
     assert lowest(array, k) == np.argsort(array, kind="stable")[:k].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=TIED)
+@example(values=[2.0, 1.0, 1.0, 1.0])  # the least tied three times: the first two of them, in order
+def test_two_lowest_are_a_stable_sorts_first_two(values):
+    array = np.array(values)
+    assert _two_lowest(array.copy()) == np.argsort(array, kind="stable")[:2].tolist()
 
 
 @settings(max_examples=300, deadline=None)
@@ -191,8 +200,13 @@ def test_the_leadership_pairs_and_cycles_skipped_are_none_that_lower_the_peak(ki
             asked[bounded] += 1
             return lowest(values, n)
 
+        def counted_two(values: np.ndarray) -> list[int]:  # a cycle's pick
+            asked[bounded] += 1
+            return _two_lowest(values)
+
         with monkeypatch.context() as m:
             m.setattr(actions, "lowest", counted)
+            m.setattr(actions, "_two_lowest", counted_two)
             if not bounded:  # a span no peak can be above: nothing skipped
                 m.setattr(LedHere, "span", lambda self, c: (-np.inf, np.inf) if len(self.on(c)[0]) else None)
             led_here, mine = LedHere(search, top, k), search.rows_on(top)
@@ -266,6 +280,33 @@ def test_an_option_is_accepted_exactly_where_no_earlier_goal_rises_above_its_lim
                 assert answer == after, (k, change)
             verdicts.add((k > 0, refused))
     assert {(True, False), (True, True)} <= verdicts  # earlier goals both accept and refuse: the check is not vacuous
+
+
+@pytest.mark.parametrize("kind, seed", [("skewed", 0), ("drifted", 1)])
+def test_the_leaders_a_round_reads_follow_every_step(kind, seed):
+    # GoalSearch.led_by keeps each broker's leaders across rounds and LedHere.on each one's row on the top
+    # broker: from scratch, before and after leadership and replicas move (what a round then reads must be
+    # what the layout holds, or the next options are scored on a layout that is gone)
+    search = _worked_search(kind, seed)
+    k = next(k for k, r in enumerate(search.resources) if not np.array_equal(r.leader, r.follower))
+    steps, handed_back = search.steps, 0
+    for _ in range(3):
+        for c in range(len(search.brokers)):
+            rows, passed = search.led_by(k, c)
+            mine = search.rows_on(c)
+            expected = mine[search.lead[mine]]
+            assert rows.tolist() == expected.tolist(), c
+            leader_amount = np.asarray(search.resources[k].leader, dtype=float)[search.part[expected]]
+            follower_amount = np.asarray(search.resources[k].follower, dtype=float)[search.part[expected]]
+            assert passed.tolist() == (leader_amount - follower_amount).tolist(), c
+        top = int(np.argmax(search.load[k]))
+        led_here = LedHere(search, top, k)
+        for c in range(len(search.brokers)):
+            rows, _, tops = led_here.on(c)
+            assert [search.row_of(int(search.part[row]), top) for row in rows.tolist()] == tops.tolist(), (top, c)
+            handed_back += len(rows)
+        goals.improve(search, k, top, width=4) or goals.improve(search, 0, int(np.argmax(search.load[0])), width=4)
+    assert handed_back and search.steps > steps  # rows to check, and steps between the checks
 
 
 def _worked_search(kind: str, seed: int, n_parts: int = 60) -> GoalSearch:
