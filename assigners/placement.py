@@ -184,7 +184,13 @@ def keep_valid_each(
     # the next most common case, a rack-blind layout's: all may stay but two share a rack the rule wants apart
     pair, first, second = _one_crowded_pair(cells)
     pair &= whole & (spread == want - 1) & (required == want)
-    bad = np.flatnonzero(~ok)
+    # and a dead broker's partitions: all the eligible ones may stay (no more than RF, racks reachable), so only
+    # the others go, which no broker's pressure counts: in any order, without the general search
+    off_ineligible = _off_ineligible_only(present, eligible, cells, want, required) & ~ok & distinct
+    eligible_set = view.eligible_set
+    for i in np.flatnonzero(off_ineligible).tolist():
+        kept[i] = [b for b in kept[i] if b in eligible_set]
+    bad = np.flatnonzero(~ok & ~off_ineligible)
     for i, crowded, j, k in zip(bad.tolist(), pair[bad].tolist(), first[bad].tolist(), second[bad].tolist()):
         if crowded:  # keep_valid's choice, without its general search: the fuller broker's replica goes
             replicas = kept[i]
@@ -200,6 +206,21 @@ def keep_valid_each(
                 if b in pressure:
                     pressure[b] -= 1 / view.weight_of[b]
     return kept
+
+
+def _off_ineligible_only(
+    present: np.ndarray, eligible: np.ndarray, domains_of: np.ndarray, want: np.ndarray, required: np.ndarray
+) -> np.ndarray:
+    """Per row of a domain matrix: do its eligible replicas number at most ``want`` and leave the rack rule's
+    ``required`` racks reachable? (All False where every replica is eligible: nothing to learn there.)"""
+    staying = present & eligible
+    if not (present & ~eligible).any():
+        return np.zeros(len(present), dtype=bool)
+    held = row_sum(staying)
+    domains = sorted_rows(np.where(staying, domains_of, -1))
+    spread = row_sum(domains[:, 1:] != domains[:, :-1]) + (domains[:, 0] != -1)
+    fits: np.ndarray = (held <= want) & (spread + want - held >= required)
+    return fits
 
 
 def _one_crowded_pair(domains_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
