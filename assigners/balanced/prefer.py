@@ -36,9 +36,9 @@ from assigners.model import ClusterView, Constraints
 from assigners.policies import (
     Placement,
     check_placement,
-    enforce_placement,
     leader_racks_of,
     pinned_rack,
+    repair_placement,
     resolve_placement,
 )
 
@@ -77,7 +77,7 @@ def search_preferring(
     except PlanningError:  # too few preferred brokers for some partition: the preferences stay soft
         return settle_and_search(replicas, partitions, view, resources, options), None
     kept = [list(r) for r in replicas]
-    enforce_placement(kept, partitions, view, strict)
+    repair_placement(kept, partitions, view, strict)
     preferring, _ = settle_and_search(kept, partitions, view, resources, required)
     judge = GoalSearch(preferring, partitions, view, resources, options)
     reached = judgement(judge)

@@ -28,7 +28,7 @@ from assigners.balanced.undo import undo_needless_moves
 from assigners.metrics import minimum_moves
 from assigners.model import ClusterView, Constraints, topic_codes
 from assigners.placement import keep_valid_each, topic_moves
-from assigners.policies import Placement, enforce_placement, resolve_placement
+from assigners.policies import Placement, repair_placement, resolve_placement
 
 # a plan: its replica lists, with the notes of the goals it leaves unmet and which goals it meets
 Plan = tuple[list[list[int]], tuple[list[str], list[bool]]]
@@ -236,11 +236,11 @@ def _counts_evened(
 def _placed(
     replicas: list[list[int]], partitions: pd.DataFrame, view: ClusterView, placement: Placement | None
 ) -> list[list[int]]:
-    """``replicas`` with the placement rules kept (:func:`assigners.policies.enforce_placement`), in place:
+    """``replicas`` with the placement rules kept (:func:`assigners.policies.repair_placement`), in place:
     before the count balancing (which keeps them from there), and after it as a check that finds nothing
     left to do."""
     if placement is not None:
-        enforce_placement(replicas, partitions, view, placement)
+        repair_placement(replicas, partitions, view, placement)
     return replicas
 
 

@@ -85,7 +85,7 @@ from assigners.model import (
     topic_codes,
 )
 from assigners.placement import Usage, evict_over_capacity, keep_valid_each, refill
-from assigners.policies import enforce_placement, resolve_placement
+from assigners.policies import repair_placement, resolve_placement
 
 LOAD_GOALS = ("disk", "bytes_in", "bytes_out", "load", "leader_bytes_in")  # in priority order; see _resources
 OWN_RATIOS = ("disk", "bytes_in", "bytes_out", "leader_bytes_in")  # load's threshold is the shared load_ratio
@@ -115,7 +115,7 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     replicas = keep_valid_each(preferred, rf, view, even_out=True)
     placement = resolve_placement(options, partitions, view)
     if placement is not None:  # what the rules forbid goes now (the frozen stay): the layout is not kept as it is
-        enforce_placement(replicas, partitions, view, placement)
+        repair_placement(replicas, partitions, view, placement)
     if options.balanced_mode == "offload":
         return _offloaded(replicas, partitions, view, resources, options)
     # is the layout as it is as even as the counts go? None: only the count balancing can tell, asked only
