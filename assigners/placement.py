@@ -23,6 +23,7 @@ from assigners.model import (
     ClusterView,
     Replicas,
     as_matrix,
+    distinct_per_row,
     id_union,
     pad_to,
     positions,
@@ -213,13 +214,11 @@ def _off_ineligible_only(
 ) -> np.ndarray:
     """Per row of a domain matrix: do its eligible replicas number at most ``want`` and leave the rack rule's
     ``required`` racks reachable? (All False where every replica is eligible: nothing to learn there.)"""
-    staying = present & eligible
     if not (present & ~eligible).any():
         return np.zeros(len(present), dtype=bool)
+    staying = present & eligible
     held = row_sum(staying)
-    domains = sorted_rows(np.where(staying, domains_of, -1))
-    spread = row_sum(domains[:, 1:] != domains[:, :-1]) + (domains[:, 0] != -1)
-    fits: np.ndarray = (held <= want) & (spread + want - held >= required)
+    fits: np.ndarray = (held <= want) & (distinct_per_row(domains_of, staying) + want - held >= required)
     return fits
 
 

@@ -44,8 +44,10 @@ class LedHere:
 
     def __init__(self, search: GoalSearch, top: int, k: int) -> None:
         self.search, self.top, self.k = search, top, k
+        self._mine = search.rows_on(top)
+        self._mine_parts = search.part[self._mine]  # ascending: a partition's rows are contiguous
         self.holds = np.zeros(len(search.first_row) - 1, dtype=bool)  # per partition
-        self.holds[search.part[search.rows_on(top)]] = True
+        self.holds[self._mine_parts] = True
         self._here: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._span: dict[int, tuple[float, float] | None] = {}
         self._away: tuple[np.ndarray, np.ndarray, list[int]] | None = None
@@ -78,9 +80,7 @@ class LedHere:
             rows, passed = self.leads(c)
             parts = search.part[rows]
             here = self.holds[parts]
-            # top's rows, ascending, belong to ascending partitions (a partition's rows are contiguous)
-            mine = search.rows_on(self.top)
-            self._here[c] = rows[here], passed[here], mine[search.part[mine].searchsorted(parts[here])]
+            self._here[c] = rows[here], passed[here], self._mine[self._mine_parts.searchsorted(parts[here])]
         return self._here[c]
 
     def span(self, c: int) -> tuple[float, float] | None:
