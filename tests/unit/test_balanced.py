@@ -21,7 +21,15 @@ from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import _Walk, anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
 from assigners.balanced.strategy import _resources
-from assigners.balanced.undo import PairLoads, pair_groups, undo_needless_moves
+from assigners.balanced.undo import (
+    PairLoads,
+    home_slots,
+    moved_rows,
+    pair_groups,
+    undo_needless_moves,
+    undo_step,
+    undos_refused,
+)
 from assigners.model import ClusterView, PlacementRule, prepare_brokers, prepare_partitions
 from assigners.placement import Usage, keep_valid_each
 from assigners.policies import enforce_placement, resolve_placement
@@ -1161,21 +1169,10 @@ def test_issue_38_forced_racks_within_5_percent_of_the_solvers_best():
     assert max(gaps) <= 1.05
 
 
-@pytest.mark.parametrize(
-    "kind, n_brokers, seed, rules",
-    # with rules: pairs whose leader counts alone refuse them, pairs that pass them with one leading; without
-    # (uneven racks whose load is held to the floor itself, load_ratio 1.0: at 1.05x of what bytes out leaves
-    # reachable the goal pass leaves no undo there)
-    [("broker_added", 12, 7, True), ("skewed", 16, 6, True), ("uneven_racks", 16, 1, False)],
-)
-def test_the_pair_undos_prefilter_answers_as_harmless_checks_loads_rules_and_leader_counts(
-    kind, n_brokers, seed, rules
-):
-    # undo.PairLoads answers for all pairs at once what GoalSearch.harmless refuses most pairs on, so the pair
-    # undos ask harmless only of the rest: checked pair by pair against those checks stated one at a time
-    # (every goal's load after both steps within its limit, both moves allowed by the placement rules, the
-    # leader counts in their bands), after a goal pass on a cluster with placement rules (a broker set, a
-    # tainted broker, a frozen group: undos of forced repairs are many) and on one without
+def goals_passed(kind: str, n_brokers: int, seed: int, rules: bool):
+    """A search of a 1,000-partition scenario after one pass of the goals (undos left to find), with its
+    placement rules: with ``rules`` a broker set, a tainted broker and a frozen group (undos of forced repairs
+    are many), else none and the load held to its floor itself (load_ratio 1.0)."""
     brokers, parts = scenario(kind, n_brokers, 1000, seed=seed)
     constraints = (
         Constraints(
@@ -1200,6 +1197,25 @@ def test_the_pair_undos_prefilter_answers_as_harmless_checks_loads_rules_and_lea
     search.batch = searches.BATCH
     for resource in search.resources:
         balance_goal(search, resource)
+    return search, placement
+
+
+@pytest.mark.parametrize(
+    "kind, n_brokers, seed, rules",
+    # with rules: pairs whose leader counts alone refuse them, pairs that pass them with one leading; without
+    # (uneven racks whose load is held to the floor itself, load_ratio 1.0: at 1.05x of what bytes out leaves
+    # reachable the goal pass leaves no undo there)
+    [("broker_added", 12, 7, True), ("skewed", 16, 6, True), ("uneven_racks", 16, 1, False)],
+)
+def test_the_pair_undos_prefilter_answers_as_harmless_checks_loads_rules_and_leader_counts(
+    kind, n_brokers, seed, rules
+):
+    # undo.PairLoads answers for all pairs at once what GoalSearch.harmless refuses most pairs on, so the pair
+    # undos ask harmless only of the rest: checked pair by pair against those checks stated one at a time
+    # (every goal's load after both steps within its limit, both moves allowed by the placement rules, the
+    # leader counts in their bands), after a goal pass on a cluster with placement rules (a broker set, a
+    # tainted broker, a frozen group: undos of forced repairs are many) and on one without
+    search, placement = goals_passed(kind, n_brokers, seed, rules)
 
     def passes(change) -> bool:
         limits = search.goal_limits()
@@ -1227,6 +1243,50 @@ def test_the_pair_undos_prefilter_answers_as_harmless_checks_loads_rules_and_lea
                 assert bool(fits[o]) == passes((undo, second)), (undo, second)
                 answers.append(bool(fits[o]))
     assert len(answers) >= 20 and not all(answers), len(answers)
+
+
+@pytest.mark.parametrize(
+    "kind, n_brokers, seed, rules",
+    # with rules (undos of forced repairs, refused by them) and without (drifted: ~1,500 refused on the racks and
+    # the leader counts, and the two of a needless swap that pass them: their count bands refuse them alone)
+    [("broker_added", 12, 7, True), ("skewed", 16, 6, True), ("drifted", 12, 3, False)],
+)
+def test_the_single_undos_prefilter_refuses_only_what_harmless_refuses(kind, n_brokers, seed, rules):
+    # undo.undos_refused answers for all single undos at once the checks GoalSearch.harmless refuses most of
+    # them on, so the single undos ask harmless only of the rest: checked undo by undo against those checks
+    # stated one at a time (every goal's load on both brokers within its limit, the leader counts in their
+    # bands, the rack rule on the replica list, the placement rules), and each one it refuses harmless refuses
+    search, placement = goals_passed(kind, n_brokers, seed, rules)
+    if not rules:
+        needless_swap(search)
+    rows = moved_rows(search)
+    homes = home_slots(search, rows)
+    rows, homes = rows[homes >= 0], homes[homes >= 0]
+    refused = undos_refused(search, rows, homes)
+    view, limits = search.view, search.goal_limits()
+
+    def passes(step) -> bool:
+        row, home, lead, _ = step
+        if any(v > limit for after, limit in zip(search.loads_after((step,)), limits) for v in after.values()):
+            return False
+        there = int(search.slot[row])
+        if lead and not (search.count_ok(search.leaders, 1, there, -1) and search.count_ok(search.leaders, 1, home, 1)):
+            return False
+        i, new = int(search.part[row]), int(search.brokers[home])
+        after = [new if b == int(search.brokers[there]) else b for b in search.replicas[i]]
+        if len({view.domain_of[b] for b in after}) < view.required_domains(len(after)):
+            return False
+        return placement is None or placement.may_move(i, new)
+
+    answers = []
+    for row, home, no in zip(rows.tolist(), homes.tolist(), refused.tolist()):
+        step = undo_step(search, row)
+        assert step is not None and step[1] == home  # home_slots names where undo_step sends it
+        assert no == (not passes(step)), step
+        if no:
+            assert not search.harmless((step,))
+        answers.append(no)
+    assert len(answers) >= 20 and any(answers) and not all(answers), (len(answers), sum(answers))
 
 
 def test_the_pair_undos_prefilter_keeps_the_pair_a_needless_swap_leaves():
