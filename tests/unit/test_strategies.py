@@ -600,8 +600,10 @@ def _leaders_evened_one_search_per_source(assignment, view, frozen):
 @example(seed=3, brokers=10, pinned=0.3)
 def test_leader_balancing_shares_its_failed_searches_and_hands_over_as_one_search_per_broker_did(seed, brokers, pinned):
     # brokers a failed search reached cannot reach a light broker either, so the next top broker among them is
-    # not searched again and the others' searches skip them: the same hand-overs, from a pinned layout (a
-    # share of the partitions' leaders fixed, many tops with no way down) as from a loose one
+    # not searched again and the others' searches skip them, and a top broker's single hand-overs are read past
+    # the partitions it leads that had no light follower before (balance._handed_on): the same hand-overs,
+    # from a pinned layout (a share of the partitions' leaders fixed, many tops with no way down) as from a
+    # loose one
     rng = np.random.default_rng(seed)
     ids = list(range(1, brokers + 1))
     view = ClusterView.from_brokers(prepare_brokers(brokers_frame(ids, ["a"] * brokers), Constraints()), Constraints())
