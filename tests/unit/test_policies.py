@@ -12,13 +12,16 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
-from assigners.model import PlacementRule
+from assigners.model import ClusterView, PlacementRule, prepare_brokers, replica_matrix
+from assigners.placement import keep_valid
+from assigners.policies import resolve_placement, stays_each
 from tests.unit.clusters import (
     assert_valid,
     brokers_frame,
@@ -507,3 +510,33 @@ def test_the_soft_rules_start_from_the_search_that_judged_the_plan_as_from_a_fre
     fresh = soft_rules(fresh_plan, prepared, view, resources, constraints)
     assert reused == fresh
     assert sum(now != was for now, was in zip(reused[0], before)) > 20  # not a comparison of two no-ops
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), n_racks=st.integers(1, 4), rf=st.integers(1, 4))
+@example(seed=5, n_racks=3, rf=3)
+def test_live_replicas_that_may_all_stay_are_found_for_many_partitions_as_for_one(seed, n_racks, rf):
+    # policies.stays_each answers for many frozen partitions at once whether their live replicas may all stay,
+    # which the repair and the plan's check ask: as the one-at-a-time rule, every live replica allowed by
+    # the partition's rule and kept whole by keep_valid (eligible, none twice, at most the RF, the racks the
+    # rule asks reachable); live lists drawn with dead and forbidden brokers, repeats, too many and crowded racks
+    rng = np.random.default_rng(seed)
+    ids = list(range(1, 10))
+    states = ["dead" if rng.random() < 0.15 else "active" for _ in ids]
+    brokers = brokers_frame(ids, [f"r{int(rng.integers(n_racks))}" for _ in ids], states)
+    constraints = Constraints(
+        broker_tags={b: {"tier": "ssd"} for b in ids if rng.random() < 0.6},
+        placement=(PlacementRule("t0", require_tags={"tier": "ssd"}, frozen=True), PlacementRule("t1", frozen=True)),
+    )
+    lives = [[int(b) for b in rng.choice(ids, int(rng.integers(0, rf + 2)))] for _ in range(60)]
+    parts = pd.DataFrame({"topic": [f"t{int(rng.integers(3))}" for _ in lives], "current": lives, "rf": [rf] * 60})
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+    placement = resolve_placement(constraints, parts, view)
+    assert placement is not None
+    rows = np.arange(len(lives))
+    each = stays_each(replica_matrix(lives), rows, np.full(len(lives), rf), placement, view)
+    one_by_one = [
+        placement.allowed_of(i).issuperset(live) and keep_valid(live, rf, view) == live for i, live in enumerate(lives)
+    ]
+    assert each.tolist() == one_by_one
+    assert any(one_by_one) and not all(one_by_one)
