@@ -95,14 +95,16 @@ class Placement:
         bad: np.ndarray = np.asarray(self.forbidden_cells(matrix).any(axis=1))
         return bad
 
-    def forbidden_cells(self, matrix: np.ndarray) -> np.ndarray:
-        """Per cell of a replica matrix: a replica on a broker its partition's rule forbids?"""
+    def forbidden_cells(self, matrix: np.ndarray, parts: np.ndarray | None = None) -> np.ndarray:
+        """Per cell of a replica matrix (its rows the partitions ``parts``, else every partition in order): a
+        replica on a broker its partition's rule forbids?"""
         cells = matrix != PAD
         span = self._table.shape[1]
         inside = cells & (matrix < span)
         ok = np.zeros(matrix.shape, dtype=bool)
         rows, cols = np.nonzero(inside)
-        ok[rows, cols] = self._table[self._codes[rows], matrix[rows, cols]]
+        codes = self._codes if parts is None else self._codes[parts]
+        ok[rows, cols] = self._table[codes[rows], matrix[rows, cols]]
         forbidden: np.ndarray = cells & ~ok
         return forbidden
 
@@ -656,7 +658,7 @@ def stays_each(
     matrix, rf = live[rows], rf[rows]
     cells = matrix != PAD
     held = cells.sum(axis=1)
-    ok: np.ndarray = ~placement.forbidden_cells(matrix).any(axis=1) & (held <= rf)
+    ok: np.ndarray = ~placement.forbidden_cells(matrix, rows).any(axis=1) & (held <= rf)
     ok &= distinct_per_row(matrix, cells) == held
     ok &= distinct_per_row(view.domain_matrix(matrix), cells) + rf - held >= view.required_domains_each(rf)
     return ok
