@@ -200,7 +200,7 @@ def undos_refused(search: GoalSearch, rows: np.ndarray, homes: np.ndarray) -> np
         gains, loses = (np.array([search.count_ok(search.leaders, 1, b, d) for b in slots]) for d in (1, -1))
         refused |= search.lead[rows] & ~(loses[there] & gains[homes])
     # the rack rule where every replica of the partition is a row (else asked in full): its other rows' racks
-    # and the home's rack span at least the racks it must
+    # and the home's rack span at least the racks its replicas must (as may_replace counts them)
     first, end = search.first_row[parts], search.first_row[parts + 1]
     cells = first[:, None] + np.arange(int((end - first).max(initial=0)))
     others = (cells < end[:, None]) & (cells != rows[:, None])
@@ -208,7 +208,7 @@ def undos_refused(search: GoalSearch, rows: np.ndarray, homes: np.ndarray) -> np
     racks = np.concatenate([racks, search.rack_of[homes][:, None]], axis=1)
     valid = np.concatenate([others, np.ones((len(rows), 1), dtype=bool)], axis=1)
     whole = end - first == np.array([len(search.replicas[i]) for i in parts.tolist()], dtype=np.int64)
-    refused |= whole & (distinct_per_row(racks, valid) < search.required[parts])
+    refused |= whole & (distinct_per_row(racks, valid) < search.view.required_domains_each(end - first))
     if search.placement is not None:
         refused |= ~search.placement.may_move_each(parts, search.brokers[homes])
     return refused
