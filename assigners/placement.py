@@ -216,10 +216,16 @@ def _off_ineligible_only(
     ``required`` racks reachable? (All False where every replica is eligible: nothing to learn there.)"""
     if not (present & ~eligible).any():
         return np.zeros(len(present), dtype=bool)
-    staying = present & eligible
+    return kept_whole(domains_of, present & eligible, want, required)
+
+
+def kept_whole(domains_of: np.ndarray, staying: np.ndarray, rf: np.ndarray, required: np.ndarray) -> np.ndarray:
+    """Per row of a domain matrix: would :func:`keep_valid` keep its ``staying`` replicas whole on the counts and
+    the racks (at most ``rf`` of them, and the ``required`` racks still reachable with the ones they span)?
+    A broker held twice is the caller's to rule out."""
     held = row_sum(staying)
-    fits: np.ndarray = (held <= want) & (distinct_per_row(domains_of, staying) + want - held >= required)
-    return fits
+    whole: np.ndarray = (held <= rf) & (distinct_per_row(domains_of, staying) + rf - held >= required)
+    return whole
 
 
 def _one_crowded_pair(domains_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

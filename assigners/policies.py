@@ -47,9 +47,10 @@ from assigners.model import (
     pad_to,
     replica_matrix,
     row_all,
+    row_sum,
     same_sets,
 )
-from assigners.placement import Usage, keep_valid
+from assigners.placement import Usage, keep_valid, kept_whole
 
 NO_RULE = -1  # a topic no rule matches: it may use every untainted eligible broker
 LISTED = 6  # brokers a note lists per rule
@@ -657,10 +658,9 @@ def stays_each(
     ~1,000 frozen partitions of the 10k bench cluster with five rules cost each repair a few ms."""
     matrix, rf = live[rows], rf[rows]
     cells = matrix != PAD
-    held = cells.sum(axis=1)
-    ok: np.ndarray = ~placement.forbidden_cells(matrix, rows).any(axis=1) & (held <= rf)
-    ok &= distinct_per_row(matrix, cells) == held
-    ok &= distinct_per_row(view.domain_matrix(matrix), cells) + rf - held >= view.required_domains_each(rf)
+    held: np.ndarray = row_sum(cells)
+    ok: np.ndarray = ~placement.forbidden_cells(matrix, rows).any(axis=1) & (distinct_per_row(matrix, cells) == held)
+    ok &= kept_whole(view.domain_matrix(matrix), cells, rf, view.required_domains_each(rf))
     return ok
 
 

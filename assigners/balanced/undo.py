@@ -120,8 +120,7 @@ class PairLoads:
         """Do the leader counts of both brokers stay in their bands (:meth:`GoalSearch.count_ok`) where one of
         the pair leads and the other does not (the replica counts never change: one each way)?"""
         search = self.search
-        slots = range(len(search.brokers))
-        gains, loses = (np.array([search.count_ok(search.leaders, 1, b, d) for b in slots]) for d in (1, -1))
+        gains, loses = leader_steps_allowed(search)
         lead_u, lead_o = search.lead[u_rows], search.lead[o_rows]
         undo_leads = lead_u & ~lead_o  # the leader count moves with the undo (else with its partner, or not)
         partner_leads = lead_o & ~lead_u
@@ -139,6 +138,14 @@ class PairLoads:
             return None
         fits: np.ndarray = self.ok[group][undo]
         return fits
+
+
+def leader_steps_allowed(search: GoalSearch) -> tuple[np.ndarray, np.ndarray]:
+    """Per broker slot, may its leader count rise by one, and may it fall by one, within its band
+    (:meth:`GoalSearch.count_ok`)?"""
+    slots = range(len(search.brokers))
+    gains, loses = (np.array([search.count_ok(search.leaders, 1, b, d) for b in slots]) for d in (1, -1))
+    return gains, loses
 
 
 def _keeps_racks(search: GoalSearch, step: Step, known: dict[int, bool]) -> bool:
@@ -196,8 +203,7 @@ def undos_refused(search: GoalSearch, rows: np.ndarray, homes: np.ndarray) -> np
         cap, amount = np.asarray(capacity, dtype=float), amounts[rows]
         refused |= ~(load[there] - amount / cap[there] <= limit) | ~(load[homes] + amount / cap[homes] <= limit)
     if search.lead[rows].any():
-        slots = range(len(search.brokers))
-        gains, loses = (np.array([search.count_ok(search.leaders, 1, b, d) for b in slots]) for d in (1, -1))
+        gains, loses = leader_steps_allowed(search)
         refused |= search.lead[rows] & ~(loses[there] & gains[homes])
     # the rack rule where every replica of the partition is a row (else asked in full): its other rows' racks
     # and the home's rack span at least the racks its replicas must (as may_replace counts them)
