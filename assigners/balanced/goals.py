@@ -329,12 +329,15 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     in stuck at 1.060x and 1.058x after 1.2 s of wider searches; screened,
     met in 0.35 s, +15 and +5 moves). The swaps listed are the lowest-peak
     ones among those the rules allow (:func:`_screened_swaps` with
-    ``returns``): the lowest-peak ones of all, a first screen this used to
-    try alone, hold no swap a round may apply that these lack (the legal
-    ones among them are the first of these), and after the rack repair of a
-    scrambled layout the rules refuse all of them (the demo generator's
-    6-broker cluster of 10k partitions: 33 of 37 such rounds; trying them
-    first cost a third of its 3 s plan).
+    ``returns``); the legal ones among the lowest-peak swaps of all (the
+    first of those listed) are tried first, the deeper ones only where none
+    of those is accepted: offered all at once, a round takes cheaper swaps
+    of less gain (the demo generator's 1,000-partition cluster-84: leader
+    bytes in 1.196x the bound against 1.115x). Listed once, legal ones only:
+    after the rack repair of a scrambled layout the rules refuse every
+    lowest-peak swap of all (the demo generator's 6-broker cluster of 10k
+    partitions: 33 of 37 such rounds; asking the rules of each cost a third
+    of its 3 s plan).
     """
     mine = movable(search, search.rows_on(top))
     mine = mine[search.amount(k, mine) > 0]
@@ -350,10 +353,11 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     partners = list(dict.fromkeys(nearest))
     returns = _sure_refusals(search, k, top, partners)
     options: list[Option] = []
+    first: list[Option] = []  # those among the lowest-peak swaps of all (legal or not), applied first
     for r in picks:
         for c in partners:
-            options += _screened_swaps(search, k, r, top, c, returns)
-    return _apply_best(search, k, top, options)
+            options += _screened_swaps(search, k, r, top, c, returns, first)
+    return (bool(first) and _apply_best(search, k, top, first)) or _apply_best(search, k, top, options)
 
 
 def _sure_refusals(search: GoalSearch, k: int, top: int, partners: list[int]) -> dict[tuple[int, bool], bytearray]:
@@ -396,14 +400,21 @@ def _sure_refusals(search: GoalSearch, k: int, top: int, partners: list[int]) ->
 
 
 def _screened_swaps(
-    search: GoalSearch, k: int, r: int, top: int, c: int, returns: dict[tuple[int, bool], bytearray] | None = None
+    search: GoalSearch,
+    k: int,
+    r: int,
+    top: int,
+    c: int,
+    returns: dict[tuple[int, bool], bytearray] | None = None,
+    first: list[Option] | None = None,
 ) -> list[Option]:
     """Swaps of ``top``'s replica ``r`` for a lighter one of the same role on ``c``: of those every earlier goal
     accepts (:meth:`GoalSearch.accepted_after`, for all at once: a screen, which :func:`_apply_best` checks again
     option by option), the :data:`CANDIDATES` leaving the lowest peak. With ``returns`` (per partner and role,
     which of its replicas may step onto ``top``, filled as asked), only swaps the rules allow: the partner's
     replicas are asked lowest peak first, until enough may (asking all of a partner's thousands up front cost a
-    6-broker 10k cluster a third of its plan).
+    6-broker 10k cluster a third of its plan); ``first``, where given, gets those of them that are among the
+    :data:`CANDIDATES` lowest peaks of all (the rules not asked: what ``returns`` None lists).
 
     The lowest peaks come from the partner's lightest replicas, and after
     the rack repair of a scrambled layout the topic rule may refuse every
@@ -435,6 +446,8 @@ def _screened_swaps(
         new_top, new_c = load[top] + delta / cap[top], load[c] - delta / cap[c]
         kept &= (new_top <= load[top] + 1e-12) | (new_top <= limit)
         kept &= (new_c <= load[c] + 1e-12) | (new_c <= limit)
+    of_all = set[int]() if first is None else _lowest_peak_rows(rows[kept], np.maximum(after_top, after_c)[kept])
+    firsts = [] if first is None else first
     if known is not None:
         kept &= search.topic[search.part[rows]] != search.topic[search.part[r]]  # one topic: A->B and B->A
     if not kept.any():
@@ -452,7 +465,15 @@ def _screened_swaps(
         cost = (there[0] + back[0], there[1] + back[1])
         if (key := option_key(search, k, top, c, float(after_top[n]), float(after_c[n]), cost)) is not None:
             out.append((*key, 2, s_row, ((r, c, lead, True), (s_row, top, lead, True))))
+            if s_row in of_all:
+                firsts.append(out[-1])
     return out
+
+
+def _lowest_peak_rows(rows: np.ndarray, peaks: np.ndarray) -> set[int]:
+    """The rows of the :data:`CANDIDATES` lowest ``peaks``, ties in row order (the swaps listed with the rules
+    not asked)."""
+    return set(rows[lowest(peaks, CANDIDATES)].tolist()) if len(rows) else set()
 
 
 def _first_legal(
