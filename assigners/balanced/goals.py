@@ -353,7 +353,7 @@ def improve_screened(search: GoalSearch, k: int, top: int) -> bool:
     partners = list(dict.fromkeys(nearest))
     returns = _sure_refusals(search, k, top, partners)
     options: list[Option] = []
-    first: list[Option] = []  # those among the lowest-peak swaps of all (legal or not), applied first
+    first: list[Option] = []  # the listed ones among the lowest-peak swaps of all (the rules not asked): tried first
     for r in picks:
         for c in partners:
             options += _screened_swaps(search, k, r, top, c, returns, first)
@@ -471,8 +471,8 @@ def _screened_swaps(
 
 
 def _lowest_peak_rows(rows: np.ndarray, peaks: np.ndarray) -> set[int]:
-    """The rows of the :data:`CANDIDATES` lowest ``peaks``, ties in row order (the swaps listed with the rules
-    not asked)."""
+    """The rows of the :data:`CANDIDATES` lowest ``peaks``, ties in their order in ``rows`` (the swaps listed
+    with the rules not asked)."""
     return set(rows[lowest(peaks, CANDIDATES)].tolist()) if len(rows) else set()
 
 
