@@ -1,8 +1,11 @@
-"""The planner in Spark: one ``applyInPandas`` group per cluster calls :func:`assigners.plan_cluster`.
+"""The planner in Spark: one cogrouped group per cluster calls :func:`assigners.plan_cluster`.
 
-The pattern of Spark's ``applyInPandas`` examples: the function takes one group's pandas
-frame and returns a frame of a declared schema; a cluster's result travels back as rows
-of ``schemas.PLANNED``.
+The pattern of Spark's ``applyInPandas`` examples: the function takes one group's frames and
+returns a frame of a declared schema; a cluster's result travels back as rows of
+``schemas.PLANNED``. The groups travel as Arrow (``applyInArrow``) and the worker makes the
+pandas frames itself, as ``applyInPandas`` would: Spark's own conversions go value by value
+through Python for array columns, pyarrow's in C++ (a third of the worker's time that was not
+planning on the 1M-partition fleet).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, plan_cluster
@@ -56,8 +60,30 @@ class ClusterRequest:
         )
 
 
-def make_cluster_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pd.DataFrame]:
-    """The cogrouped applyInPandas function; closes over plain values only (STYLE rule 3)."""
+def make_cluster_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pa.Table]:
+    """The cogrouped applyInArrow function; closes over plain values only (STYLE rule 3)."""
+    plan_group = make_pandas_planner(requests, run_id)
+
+    def plan_arrow_group(key: tuple[pa.Scalar, ...], inputs: pa.Table, brokers: pa.Table) -> pa.Table:
+        planned = plan_group((key[0].as_py(),), as_pandas(inputs), as_pandas(brokers))
+        return pa.Table.from_pandas(planned, schema=PLANNED.arrow_schema(), preserve_index=False)
+
+    return plan_arrow_group
+
+
+def as_pandas(table: pa.Table) -> pd.DataFrame:
+    """``table`` as ``applyInPandas`` hands it over: timestamps tz-naive in UTC (the session's time zone, which
+    ``jobs.session`` enforces), in nanoseconds; the rest as pyarrow converts it (arrays as numpy arrays, null
+    integers as NaN floats)."""
+    naive = pa.schema(
+        [pa.field(f.name, pa.timestamp("ns") if pa.types.is_timestamp(f.type) else f.type) for f in table.schema]
+    )
+    return table.cast(naive).to_pandas()
+
+
+def make_pandas_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pd.DataFrame]:
+    """One cluster's planning on pandas frames: its stacked ``PLAN_INPUT`` rows and broker rows in, its
+    ``PLANNED`` rows out (the plan's rows and one outcome row)."""
     columns = PLANNED.column_names
 
     def plan_group(key: tuple[Any, ...], inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame) -> pd.DataFrame:
@@ -164,5 +190,5 @@ def run_planner(
     return (
         inputs_df.groupBy("cluster_id")
         .cogroup(brokers_df.groupBy("cluster_id"))
-        .applyInPandas(make_cluster_planner(requests, run_id), schema=PLANNED.spark_schema())
+        .applyInArrow(make_cluster_planner(requests, run_id), schema=PLANNED.spark_schema())
     )

@@ -201,3 +201,48 @@ def test_a_small_fleets_inputs_read_by_delta_rs_are_the_spark_scans(spark, wareh
             ours, theirs, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
         )  # the rows, not the comments
     assert brokers.schema.names == BROKERS.column_names and brokers["tags"].null_count == len(brokers)
+
+
+def test_the_planner_worker_makes_the_frames_apply_in_pandas_would_hand_it(spark, tmp_path):
+    """The planner's groups travel as Arrow and the worker makes its pandas frames itself (``as_pandas``): they
+    must be the frames ``applyInPandas`` handed over before, dtypes included (naive UTC nanosecond timestamps,
+    arrays as numpy arrays, null arrays as None, null integers as NaN), or plans could change."""
+    import pickle
+
+    import pyarrow as pa
+
+    from jobs.spark_planner import as_pandas
+    from schemas import BROKERS
+
+    inputs_df = spark.createDataFrame(
+        [
+            ("c", "partition", "t", 0, [1, 2], 1, 10, None, None, None, None, [], [3], None),
+            ("c", "throughput", "t", 0, [], None, None, T1, 1.5, None, None, [], [], []),
+            ("c", "previous", "t", 1, [2, 1], None, None, None, None, None, 4, [0, 2], [], []),
+        ],
+        PLAN_INPUT.spark_schema(),
+    )
+    brokers_df = spark.createDataFrame(
+        [("c", T2, 1, "az1", "active", 8, None, 10**12, None, "tier=ssd", None)], BROKERS.spark_schema()
+    )
+
+    def keep(kind: str, frames: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+        with open(tmp_path / kind, "wb") as out:
+            pickle.dump(frames, out)
+
+    def handed(key, inputs_pdf, brokers_pdf):
+        keep("pandas", (inputs_pdf, brokers_pdf))
+        return pd.DataFrame({"n": [len(inputs_pdf)]})
+
+    def made(key, inputs_tbl, brokers_tbl):
+        keep("arrow", (as_pandas(inputs_tbl), as_pandas(brokers_tbl)))
+        return pa.table({"n": [inputs_tbl.num_rows]})
+
+    grouped = inputs_df.groupBy("cluster_id").cogroup(brokers_df.groupBy("cluster_id"))
+    assert grouped.applyInPandas(handed, "n long").collect()[0]["n"] == 3
+    assert grouped.applyInArrow(made, "n long").collect()[0]["n"] == 3
+    with open(tmp_path / "pandas", "rb") as a, open(tmp_path / "arrow", "rb") as b:
+        for theirs, ours in zip(pickle.load(a), pickle.load(b), strict=True):
+            ours, theirs = (f.sort_values(list(f.columns[:4])).reset_index(drop=True) for f in (ours, theirs))
+            pd.testing.assert_frame_equal(ours, theirs)
+    assert str(ours["snapshot_ts"].dtype) == "datetime64[ns]"
