@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -23,9 +24,9 @@ from pyspark.sql import functions as F
 from assigners import COMMITTED, FAILED
 from jobs.history import History, txn_id
 from jobs.outcomes import ClusterOutcome
-from jobs.spark_planner import coerce_to_spec
+from jobs.spark_planner import Staging, coerce_to_spec
 from jobs.stages import stage
-from jobs.store import ABSENT, ConcurrentCommitError, TableStore
+from jobs.store import ABSENT, ConcurrentCommitError, DeltaRsStore, TableStore, new_stage
 from jobs.warehouse import Warehouse, orphan_predicate
 from schemas import MOVES, PLAN_RUNS, PLANS
 
@@ -71,6 +72,43 @@ def write_plan_tables(
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="write") as pool:
         for future in [pool.submit(append, *job) for job in jobs]:
             future.result()  # re-raises a failed write: plan_runs is then not written
+
+
+def plan_staging(store: DeltaRsStore, versions: dict[str, int], run_id: str) -> Staging:
+    """Where the workers write the rows of the clusters to plan (``versions``: cluster -> its plan version):
+    a fresh stage folder per table, and the clusters whose rows the table lacks (a crashed try may have
+    committed one table's)."""
+    folders, stages, pending = {}, {}, {}
+    for name in ("plans", "moves"):
+        recorded = store.txn_versions(name, [txn_id(run_id, c) for c in versions])
+        stages[name] = new_stage()
+        folders[name] = posixpath.join(store.location(name), stages[name])
+        pending[name] = frozenset(c for c, v in versions.items() if recorded[txn_id(run_id, c)] != v)
+    return Staging(folders, stages, pending)
+
+
+def commit_staged(
+    store: DeltaRsStore,
+    staging: Staging,
+    outcomes: list[ClusterOutcome],
+    staged: dict[str, dict[str, list[str]]],
+    run_id: str,
+    metadata: dict[str, Any],
+) -> None:
+    """Commit the plans and moves files the workers wrote (``staged``: cluster -> table -> files) for the
+    committed clusters, one Delta commit per table carrying each cluster's transaction, as
+    :func:`write_plan_tables` does with rows."""
+    versions = {o.cluster_id: int(o.plan_version or 0) for o in outcomes if o.status == COMMITTED and not o.done_by}
+    for name in ("plans", "moves"):
+        pending = {c: v for c, v in versions.items() if c in staging.pending[name]}
+        if not pending:
+            continue
+        with stage(store.spark, f"write_{name}", clusters=len(pending)) as info:
+            files = sorted(f for c in pending for f in staged.get(c, {}).get(name, []))
+            info["files"] = len(files)
+            info["version"] = store.commit_staged(
+                name, staging.stages[name], files, {txn_id(run_id, c): v for c, v in pending.items()}, metadata
+            )
 
 
 def plans_columns(planned_df: DataFrame) -> DataFrame:

@@ -10,13 +10,14 @@ counts, and the rerun supersedes them and completes the run.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from assigners import COMMITTED, FAILED
-from jobs.commit import remove_orphans, write_plan_runs, write_plan_tables
+from jobs.commit import commit_staged, plan_staging, remove_orphans, write_plan_runs, write_plan_tables
 from jobs.config import Config
 from jobs.history import (
     APP_ID_PREFIX,
@@ -89,14 +90,23 @@ def run_plan(
 
     few = sum(selection.counts.get(c, 0) for c in todo) <= FEW_ROWS  # read and written through the driver
     inputs_df, brokers_df = build_inputs(spark, store, todo, history, few)
-    planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id).persist()
+    # Where delta-rs keeps the log, the workers write the plan rows themselves and the driver commits their
+    # files: no second pass over a million rows (cache, two Spark writes); elsewhere Spark writes them.
+    staging = None
+    if isinstance(store, DeltaRsStore) and not dry_run:
+        staging = plan_staging(store, {c: requests[c].plan_version for c in todo}, run_id)
+    rows_back = not dry_run and staging is None
+    planned_df = run_planner(inputs_df, brokers_df, {c: requests[c] for c in todo}, run_id, staging, rows_back)
+    if rows_back:
+        planned_df = planned_df.persist()
     with stage(spark, "plan", clusters=len(todo)) as info:
-        outcomes = [
-            planned_outcome(row, snapshots, requests)
-            for row in planned_df.where(F.col("topic").isNull())
+        rows = (
+            planned_df.where(F.col("topic").isNull())
             .select("cluster_id", "plan_version", "strategy", "summary_json")
             .collect()
-        ]
+        )
+        outcomes = [planned_outcome(row, snapshots, requests) for row in rows]
+        staged = {row["cluster_id"]: json.loads(row["summary_json"]).get("staged", {}) for row in rows}
         outcomes += [
             ClusterOutcome(
                 c,
@@ -116,8 +126,12 @@ def run_plan(
         info["failed"] = sum(o.status == FAILED for o in outcomes)
     if not dry_run:
         metadata = {"run_id": run_id, "config_hash": config_hash, "tool": APP_ID_PREFIX}
-        write_plan_tables(store, planned_df, outcomes, run_id, metadata, few=few)
+        if staging is not None and isinstance(store, DeltaRsStore):  # (the one kind of store that stages)
+            commit_staged(store, staging, outcomes, staged, run_id, metadata)
+        else:
+            write_plan_tables(store, planned_df, outcomes, run_id, metadata, few=few)
         outcomes = write_plan_runs(spark, store, outcomes, history, run_id, started_at, metadata)
         remove_orphans(store, outcomes)
-    planned_df.unpersist()
+    if rows_back:
+        planned_df.unpersist()
     return RunReport(run_id, config_hash, sorted(done + outcomes, key=lambda o: o.cluster_id), dry_run, warnings)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, plan_cluster
@@ -25,7 +26,8 @@ from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
 from jobs.inputs import assemble_partitions, unmatched_throughput
-from schemas import PLANNED, TableSpec
+from jobs.store import write_parquet
+from schemas import MOVES, PLANNED, PLANS, TableSpec
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,67 @@ class ClusterRequest:
         )
 
 
-def make_cluster_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pa.Table]:
-    """The cogrouped applyInArrow function; closes over plain values only (STYLE rule 3)."""
+@dataclass(frozen=True)
+class Staging:
+    """Where the workers write a committed cluster's ``plans`` and ``moves`` rows themselves: per table, a
+    stage folder under its location (``folders``) and the clusters whose rows it still lacks (``pending``: a
+    rerun after a crash between the two commits writes only the table that lacks them). The driver commits
+    the files the outcome rows name (:func:`jobs.commit.commit_staged`); until then no reader sees them."""
+
+    folders: dict[str, str]  # table -> stage folder URI
+    stages: dict[str, str]  # table -> stage folder name, relative to the table's location
+    pending: dict[str, frozenset[str]]  # table -> clusters
+
+    def write(self, cluster_id: str, planned: pa.Table) -> dict[str, list[str]]:
+        """The cluster's rows written as parquet under each table's stage folder; returns the files per table."""
+        written = {}
+        for name, spec, rows in (("plans", PLANS, plan_rows), ("moves", MOVES, move_rows)):
+            if cluster_id in self.pending[name]:
+                written[name] = write_parquet(rows(planned), self.folders[name], spec)
+        return written
+
+
+def plan_rows(planned: pa.Table) -> pa.Table:
+    """``plans`` rows of PLANNED rows, as :func:`jobs.commit.plans_columns` selects them in Spark."""
+    return planned.select(PLANS.column_names)
+
+
+def move_rows(planned: pa.Table) -> pa.Table:
+    """``moves`` rows of PLANNED rows (the partitions that change), as :func:`jobs.commit.moves_columns`."""
+    moved = planned.filter(pc.is_valid(planned["kind"]))
+    renamed = {"to_replicas": "replicas", "to_leader": "leader"}
+    return pa.table([moved[renamed.get(c, c)] for c in MOVES.column_names], schema=MOVES.arrow_schema())
+
+
+def make_cluster_planner(
+    requests: dict[str, ClusterRequest], run_id: str, staging: Staging | None = None, rows_back: bool = True
+) -> Callable[..., pa.Table]:
+    """The cogrouped applyInArrow function; closes over plain values only (STYLE rule 3).
+
+    Each group gives back its outcome row, and its plan rows too where ``rows_back`` (Spark writes them);
+    ``staging``: the worker writes the rows itself and names the files in the outcome's ``staged``."""
     plan_group = make_pandas_planner(requests, run_id)
 
     def plan_arrow_group(key: tuple[pa.Scalar, ...], inputs: pa.Table, brokers: pa.Table) -> pa.Table:
-        planned = plan_group((key[0].as_py(),), as_pandas(inputs), as_pandas(brokers))
-        return pa.Table.from_pandas(planned, schema=PLANNED.arrow_schema(), preserve_index=False)
+        cluster_id = key[0].as_py()
+        planned = pa.Table.from_pandas(
+            plan_group((cluster_id,), as_pandas(inputs), as_pandas(brokers)),
+            schema=PLANNED.arrow_schema(),
+            preserve_index=False,
+        )
+        if rows_back and staging is None:
+            return planned
+        is_outcome = pc.is_null(planned["topic"])
+        outcome = planned.filter(is_outcome)
+        rows = planned.filter(pc.invert(is_outcome))
+        if staging is not None and len(outcome) and rows.num_rows:
+            summary = {**json.loads(outcome["summary_json"][0].as_py()), "staged": staging.write(cluster_id, rows)}
+            outcome = outcome.set_column(
+                PLANNED.column_names.index("summary_json"),
+                "summary_json",
+                pa.array([json.dumps(summary, sort_keys=True)], pa.string()),
+            )
+        return pa.concat_tables([rows, outcome]) if rows_back else outcome
 
     return plan_arrow_group
 
@@ -185,10 +241,17 @@ def plan_requests(
 
 
 def run_planner(
-    inputs_df: DataFrame, brokers_df: DataFrame, requests: dict[str, ClusterRequest], run_id: str
+    inputs_df: DataFrame,
+    brokers_df: DataFrame,
+    requests: dict[str, ClusterRequest],
+    run_id: str,
+    staging: Staging | None = None,
+    rows_back: bool = True,
 ) -> DataFrame:
+    """PLANNED rows per cluster: its outcome row, and its plan rows where ``rows_back``; ``staging``: see
+    :func:`make_cluster_planner`."""
     return (
         inputs_df.groupBy("cluster_id")
         .cogroup(brokers_df.groupBy("cluster_id"))
-        .applyInArrow(make_cluster_planner(requests, run_id), schema=PLANNED.spark_schema())
+        .applyInArrow(make_cluster_planner(requests, run_id, staging, rows_back), schema=PLANNED.spark_schema())
     )

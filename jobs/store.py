@@ -392,14 +392,6 @@ class DeltaRsStore(TableStore):
         expect_version: int | None = None,
         few: bool = False,
     ) -> int | None:
-        from deltalake import DeltaTable
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import (
-            CommitProperties,
-            RemoveAction,
-            Transaction,
-        )
-
         spec = ALL_TABLES[name]
         uri = self.location(name)
         if self.already_recorded(name, txns):
@@ -408,12 +400,41 @@ class DeltaRsStore(TableStore):
         out = self.conform(name, df)
         if kept is not None:
             out = out.unionByName(kept)
-        stage = f"{STAGE_PREFIX}{uuid.uuid4().hex}"
+        stage = new_stage()
         if few:
-            _write_from_driver(out.toArrow().cast(spec.arrow_schema()), posixpath.join(uri, stage), spec)
+            write_parquet(out.toArrow().cast(spec.arrow_schema()), posixpath.join(uri, stage), spec)
         else:
             out.write.mode("errorifexists").partitionBy(*spec.partition_by).parquet(posixpath.join(uri, stage))
-        adds = _add_actions(uri, stage, spec)
+        return self._commit(name, _add_actions(uri, stage, spec), removes, txns, metadata, expect_version)
+
+    def commit_staged(
+        self, name: str, stage: str, files: list[str], txns: Mapping[str, int], metadata: Mapping[str, Any]
+    ) -> int | None:
+        """Commit ``files`` (paths under the table's folder ``stage``, written there by :func:`write_parquet`
+        elsewhere: the plan job's workers) as one append, with ``txns``; other files in the folder stay out (a
+        retried task's). A retried commit commits nothing, as :meth:`append`."""
+        if self.already_recorded(name, txns):
+            return self.version(name)
+        spec = ALL_TABLES[name]
+        adds = _add_actions(self.location(name), stage, spec, files=set(files))
+        return self._commit(name, adds, [], txns, metadata, None)
+
+    def _commit(
+        self,
+        name: str,
+        adds: list[Any],
+        removes: list[tuple[str, int, dict[str, str]]],
+        txns: Mapping[str, int] | None,
+        metadata: Mapping[str, Any] | None,
+        expect_version: int | None,
+    ) -> int | None:
+        """One Delta commit of these add and remove actions (creating the table when it is not there)."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, RemoveAction, Transaction
+
+        spec = ALL_TABLES[name]
+        uri = self.location(name)
         if not adds and not removes and not txns:
             return self.version(name)
         props = CommitProperties(
@@ -539,16 +560,23 @@ def _path_key_column(col: Any) -> Any:
     return F.regexp_replace(F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:", ""), r"^/+", "")
 
 
-def _write_from_driver(rows: pa.Table, uri: str, spec: TableSpec) -> None:
-    """``rows`` as parquet files under ``uri``, laid out as Spark's writer lays them out (a hive folder per
-    partition value, the partition columns left out of the files, microsecond timestamps): the demo's write
-    stages, collect and commit included, 2.0 -> 0.9 s each."""
+def new_stage() -> str:
+    """A fresh folder name under a table's location for files not yet committed (no reader lists folders)."""
+    return f"{STAGE_PREFIX}{uuid.uuid4().hex}"
+
+
+def write_parquet(rows: pa.Table, uri: str, spec: TableSpec) -> list[str]:
+    """``rows`` as parquet files under ``uri`` (returned: their paths relative to it), laid out as Spark's writer
+    lays them out (a hive folder per partition value, the partition columns left out of the files, microsecond
+    timestamps): the demo's write stages, collect and commit included, 2.0 -> 0.9 s each. Several writers may
+    share ``uri`` (the plan job's workers): each names its files afresh and leaves the others' alone."""
     import pyarrow.dataset as ds
 
     fs, root = pafs.FileSystem.from_uri(uri)
     partitioning = (
         ds.partitioning(rows.select(list(spec.partition_by)).schema, flavor="hive") if spec.partition_by else None
     )
+    written: list[str] = []
     ds.write_dataset(
         rows,
         root,
@@ -556,21 +584,26 @@ def _write_from_driver(rows: pa.Table, uri: str, spec: TableSpec) -> None:
         format="parquet",
         partitioning=partitioning,
         basename_template=f"part-{uuid.uuid4().hex}-{{i}}.parquet",
-        existing_data_behavior="error",
+        existing_data_behavior="overwrite_or_ignore",  # the names are new: nothing is overwritten
+        file_visitor=lambda f: written.append(posixpath.relpath(f.path, root)),
     )
+    return sorted(written)
 
 
-def _add_actions(uri: str, stage: str, spec: TableSpec) -> list[Any]:
-    """One add action per parquet file Spark wrote under ``stage``, with stats from its footer."""
+def _add_actions(uri: str, stage: str, spec: TableSpec, files: set[str] | None = None) -> list[Any]:
+    """One add action per parquet file written under ``stage`` (``files``: only these, relative to it), with
+    stats from its footer."""
     from deltalake.transaction import AddAction
 
     fs, root = pafs.FileSystem.from_uri(uri)
-    selector = pafs.FileSelector(posixpath.join(root, stage), recursive=True)
+    selector = pafs.FileSelector(posixpath.join(root, stage), recursive=True, allow_not_found=files is not None)
     actions = []
     for info in sorted(fs.get_file_info(selector), key=lambda i: i.path):
         if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
             continue
         rel = posixpath.relpath(info.path, root)
+        if files is not None and posixpath.relpath(rel, stage) not in files:
+            continue
         partition_values = {
             unquote(k): (None if unquote(v) == "__HIVE_DEFAULT_PARTITION__" else unquote(v))
             for k, v in (seg.split("=", 1) for seg in rel.split("/")[1:-1] if "=" in seg)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
+from urllib.parse import unquote
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -213,6 +216,41 @@ def test_a_crash_before_the_commit_marker_is_invisible_and_the_rerun_completes_i
     plans = table(warehouse, "plans")
     assert not plans.duplicated(["cluster_id", "topic", "partition"]).any()
     assert committed(store, "plans").count() == len(plans)
+
+
+def test_a_crash_between_the_plans_and_moves_commits_is_completed_by_the_rerun(spark, warehouse, monkeypatch):
+    """The workers write the plan rows into stage folders and the driver commits the files they name: a run
+    killed after the plans commit leaves its staged moves files unseen, and the rerun writes only moves."""
+    from jobs.store import DeltaRsStore, open_store
+
+    write_fleet(warehouse, small_fleet())
+    if not isinstance(open_store(spark, warehouse), DeltaRsStore):
+        pytest.skip("the workers stage files only where delta-rs keeps the log")
+    commit_staged = DeltaRsStore.commit_staged
+
+    def killed_at_moves(self, name, *args, **kwargs):
+        if name == "moves":
+            raise RuntimeError("killed before the moves commit")
+        return commit_staged(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaRsStore, "commit_staged", killed_at_moves)
+    with pytest.raises(RuntimeError):
+        plan(warehouse)
+    monkeypatch.undo()
+    staged_moves = [p for p in (Path(warehouse) / "moves").rglob("*.parquet")]
+    assert staged_moves and not DeltaTable.is_deltatable(f"{warehouse}/moves")  # written, never committed
+    plans_version, plans_rows = versions(warehouse)["plans"], len(table(warehouse, "plans"))
+
+    assert plan(warehouse) == 0
+    assert versions(warehouse)["plans"] == plans_version  # its rows were committed once, by the first try
+    plans, moves = table(warehouse, "plans"), table(warehouse, "moves")
+    assert len(plans) == plans_rows and not plans.duplicated(["cluster_id", "topic", "partition"]).any()
+    assert len(moves) > 0 and not moves.duplicated(["cluster_id", "topic", "partition"]).any()
+    added = pa.table(DeltaTable(f"{warehouse}/moves").get_add_actions(flatten=True))["path"].to_pylist()
+    committed_files = {Path(warehouse, "moves", unquote(f)).resolve() for f in added}
+    assert not committed_files & {p.resolve() for p in staged_moves}  # the first try's files stay out
+    before = versions(warehouse)
+    assert plan(warehouse) == 0 and versions(warehouse) == before  # and a third run has nothing to do
 
 
 def test_a_killed_runs_rows_are_gone_for_a_plain_reader_after_the_next_run(spark, warehouse, monkeypatch):

@@ -161,3 +161,30 @@ def test_the_history_lists_commits_newest_first_with_their_metadata(spark, store
     assert [c.version for c in history] == [1, 0]
     assert [c.metadata.get("run_id") for c in history] == ["r2", "r1"]
     assert all(c.timestamp_ms > 0 for c in history)
+
+
+def test_staged_files_commit_only_those_named_with_their_transactions(spark, warehouse):
+    """The plan job's workers write parquet into a stage folder and the driver commits the files their
+    outcome rows name: a file in the folder that no outcome names (a retried task's first try) stays out,
+    partition values and stats come from the files, and the same commit again adds nothing."""
+    from jobs.store import DeltaRsStore, new_stage, open_store, write_parquet
+
+    store = open_store(spark, warehouse, backend="delta-rs")
+    assert isinstance(store, DeltaRsStore)
+    stage = new_stage()
+    folder = f"{store.location('plans')}/{stage}"
+    arrow = plan_rows(spark, "a b:c", 1, "r1", 3).toArrow().cast(PLANS.arrow_schema())
+    named = write_parquet(arrow, folder, PLANS) + write_parquet(
+        plan_rows(spark, "c2", 1, "r1", 2).toArrow(), folder, PLANS
+    )
+    stray = write_parquet(arrow, folder, PLANS)  # the same cluster's rows again, from a task's failed first try
+    assert len(named) == 2 and stray[0] not in named and stray[0].startswith("cluster_id=a%20b%3Ac/")
+    txns = {"partition-planner/r1/a b:c": 1, "partition-planner/r1/c2": 1}
+    version = store.commit_staged("plans", stage, named, txns, {"run_id": "r1"})
+    assert store.txn_versions("plans", sorted(txns)) == txns
+    pdf = DeltaTable(f"{warehouse}/plans").to_pandas()
+    assert sorted(pdf.groupby("cluster_id").size().items()) == [("a b:c", 3), ("c2", 2)]
+    stats = pa.table(DeltaTable(f"{warehouse}/plans").get_add_actions(flatten=True)).to_pydict()
+    assert sorted(stats["num_records"]) == [2, 3] and sorted(stats["max.partition"]) == [1, 2]
+    assert store.commit_staged("plans", stage, named + stray, txns, {}) == version  # a retried commit
+    assert store.read("plans").count() == 5
