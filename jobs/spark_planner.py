@@ -101,28 +101,35 @@ def make_cluster_planner(
 
     Each group gives back its outcome row, and its plan rows too where ``rows_back`` (Spark writes them);
     ``staging``: the worker writes the rows itself and names the files in the outcome's ``staged``."""
-    plan_group = make_pandas_planner(requests, run_id)
+    schema = PLANNED.arrow_schema()
 
     def plan_arrow_group(key: tuple[pa.Scalar, ...], inputs: pa.Table, brokers: pa.Table) -> pa.Table:
-        cluster_id = key[0].as_py()
-        planned = pa.Table.from_pandas(
-            plan_group((cluster_id,), as_pandas(inputs), as_pandas(brokers)),
-            schema=PLANNED.arrow_schema(),
-            preserve_index=False,
+        cluster_id = str(key[0].as_py())
+        if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
+            return schema.empty_table()
+        spec = requests[cluster_id]
+        planned, summary = plan_one_cluster(cluster_id, spec, as_pandas(inputs), as_pandas(brokers))
+        rows = as_arrow(
+            planned.assign(
+                cluster_id=cluster_id,
+                plan_version=spec.plan_version,
+                run_id=run_id,
+                snapshot_ts=pd.Timestamp(spec.snapshot_ts),
+                strategy=spec.strategy,
+            ),
+            schema,
         )
-        if rows_back and staging is None:
-            return planned
-        is_outcome = pc.is_null(planned["topic"])
-        outcome = planned.filter(is_outcome)
-        rows = planned.filter(pc.invert(is_outcome))
-        if staging is not None and len(outcome) and rows.num_rows:
-            summary = {**json.loads(outcome["summary_json"][0].as_py()), "staged": staging.write(cluster_id, rows)}
-            outcome = outcome.set_column(
-                PLANNED.column_names.index("summary_json"),
-                "summary_json",
-                pa.array([json.dumps(summary, sort_keys=True)], pa.string()),
-            )
-        return pa.concat_tables([rows, outcome]) if rows_back else outcome
+        if staging is not None and rows.num_rows:
+            summary["staged"] = staging.write(cluster_id, rows)
+        outcome = {
+            "cluster_id": cluster_id,
+            "plan_version": spec.plan_version,
+            "run_id": run_id,
+            "strategy": spec.strategy,
+            "snapshot_ts": pd.Timestamp(spec.snapshot_ts),
+            "summary_json": json.dumps(summary, sort_keys=True),
+        }
+        return pa.concat_tables([rows if rows_back else rows.slice(0, 0), pa.Table.from_pylist([outcome], schema)])
 
     return plan_arrow_group
 
@@ -137,63 +144,46 @@ def as_pandas(table: pa.Table) -> pd.DataFrame:
     return table.cast(naive).to_pandas()
 
 
-def make_pandas_planner(requests: dict[str, ClusterRequest], run_id: str) -> Callable[..., pd.DataFrame]:
-    """One cluster's planning on pandas frames: its stacked ``PLAN_INPUT`` rows and broker rows in, its
-    ``PLANNED`` rows out (the plan's rows and one outcome row)."""
+def as_arrow(pdf: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """``pdf``'s columns of ``schema`` as Arrow of its types; a column ``pdf`` lacks is null."""
+    if pdf.empty:  # (a failed cluster's empty frame may hold any dtypes)
+        return schema.empty_table()
+    present = pa.schema([f for f in schema if f.name in pdf.columns])
+    converted = pa.Table.from_pandas(pdf[present.names], schema=present, preserve_index=False)
+    return pa.table(
+        [converted[f.name] if f.name in present.names else pa.nulls(len(pdf), f.type) for f in schema], schema=schema
+    )
+
+
+def plan_one_cluster(
+    cluster_id: str, spec: ClusterRequest, inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One cluster planned from its stacked ``PLAN_INPUT`` rows and broker rows: its plan rows (none unless
+    committed) and the summary its outcome row carries (status, error, notes, warnings, metrics)."""
     columns = PLANNED.column_names
-
-    def plan_group(key: tuple[Any, ...], inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame) -> pd.DataFrame:
-        cluster_id = str(key[0])
-        if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
-            return coerce_to_spec(pd.DataFrame(columns=columns), PLANNED)
-        spec = requests[cluster_id]
-        request = spec.plan_request(cluster_id)
-        try:
-            result = (
-                PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec.refused)
-                if spec.refused
-                else plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), request)
-            )
-            summary = {
-                "status": result.status,
-                "error": result.error,
-                "notes": [*result.notes, *unmatched_throughput(inputs_pdf)],
-                "warnings": result.warnings,
-                "metrics": result.metrics.to_dict() if result.metrics else {},
-            }
-            planned = result.planned if result.status == COMMITTED else result.planned.iloc[0:0]
-        except Exception as exc:  # noqa: BLE001 - one cluster's bug must not sink the fleet
-            summary = {
-                "status": FAILED,
-                "error": f"cluster {cluster_id}: internal error: {exc!r}",
-                "notes": [],
-                "warnings": [],
-                "metrics": {},
-            }
-            planned = pd.DataFrame(columns=columns)
-        planned = planned.assign(
-            cluster_id=cluster_id,
-            plan_version=spec.plan_version,
-            run_id=run_id,
-            snapshot_ts=pd.Timestamp(spec.snapshot_ts),
-            strategy=request.strategy,
-            summary_json=None,
+    try:
+        result = (
+            PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec.refused)
+            if spec.refused
+            else plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), spec.plan_request(cluster_id))
         )
-        outcome = pd.DataFrame(
-            [
-                {
-                    "cluster_id": cluster_id,
-                    "plan_version": spec.plan_version,
-                    "run_id": run_id,
-                    "strategy": request.strategy,
-                    "snapshot_ts": pd.Timestamp(spec.snapshot_ts),
-                    "summary_json": json.dumps(summary, sort_keys=True),
-                }
-            ]
-        )
-        return coerce_to_spec(pd.concat([planned, outcome], ignore_index=True), PLANNED)
-
-    return plan_group
+        summary = {
+            "status": result.status,
+            "error": result.error,
+            "notes": [*result.notes, *unmatched_throughput(inputs_pdf)],
+            "warnings": result.warnings,
+            "metrics": result.metrics.to_dict() if result.metrics else {},
+        }
+    except Exception as exc:  # noqa: BLE001 - one cluster's bug must not sink the fleet
+        error = f"cluster {cluster_id}: internal error: {exc!r}"
+        return pd.DataFrame(columns=columns), {
+            "status": FAILED,
+            "error": error,
+            "notes": [],
+            "warnings": [],
+            "metrics": {},
+        }
+    return (result.planned if result.status == COMMITTED else result.planned.iloc[0:0]), summary
 
 
 _PANDAS_DTYPES = {"int": "Int32", "long": "Int64", "double": "float64"}

@@ -246,3 +246,18 @@ def test_the_planner_worker_makes_the_frames_apply_in_pandas_would_hand_it(spark
             ours, theirs = (f.sort_values(list(f.columns[:4])).reset_index(drop=True) for f in (ours, theirs))
             pd.testing.assert_frame_equal(ours, theirs)
     assert str(ours["snapshot_ts"].dtype) == "datetime64[ns]"
+
+
+def test_one_clusters_internal_error_fails_it_alone_with_its_name():
+    """A bug met while planning one cluster becomes that cluster's failed outcome (no plan rows), never an
+    exception that would sink the fleet's Spark job."""
+    from jobs.config import Config
+    from jobs.history import History
+    from jobs.spark_planner import plan_one_cluster, plan_requests
+    from schemas import BROKERS
+
+    request = plan_requests(Config(), {"c9": T2}, History({}, {}), None)["c9"]
+    broken = pd.DataFrame(columns=[c for c in PLAN_INPUT.column_names if c != "source"])  # no `source` column
+    planned, summary = plan_one_cluster("c9", request, broken, pd.DataFrame(columns=BROKERS.column_names))
+    assert planned.empty and summary["status"] == "failed"
+    assert summary["error"].startswith("cluster c9: internal error: KeyError(")
