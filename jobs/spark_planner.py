@@ -25,7 +25,7 @@ from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, p
 from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
-from jobs.inputs import assemble_partitions, unmatched_throughput
+from jobs.inputs import assemble_partitions, by_source_from_arrow, unmatched_throughput
 from jobs.store import write_parquet
 from schemas import MOVES, PLANNED, PLANS, TableSpec
 
@@ -108,7 +108,7 @@ def make_cluster_planner(
         if cluster_id not in requests:  # only rows of a cluster this run does not plan: nothing to say
             return schema.empty_table()
         spec = requests[cluster_id]
-        planned, summary = plan_one_cluster(cluster_id, spec, as_pandas(inputs), as_pandas(brokers))
+        planned, summary = plan_one_cluster(cluster_id, spec, by_source_from_arrow(inputs), as_pandas(brokers))
         rows = as_arrow(
             planned.assign(
                 cluster_id=cluster_id,
@@ -156,21 +156,22 @@ def as_arrow(pdf: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 
 
 def plan_one_cluster(
-    cluster_id: str, spec: ClusterRequest, inputs_pdf: pd.DataFrame, brokers_pdf: pd.DataFrame
+    cluster_id: str, spec: ClusterRequest, inputs: dict[str, pd.DataFrame], brokers_pdf: pd.DataFrame
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """One cluster planned from its stacked ``PLAN_INPUT`` rows and broker rows: its plan rows (none unless
-    committed) and the summary its outcome row carries (status, error, notes, warnings, metrics)."""
+    """One cluster planned from its stacked ``PLAN_INPUT`` rows (split by source: :func:`jobs.inputs.by_source`)
+    and broker rows: its plan rows (none unless committed) and the summary its outcome row carries (status,
+    error, notes, warnings, metrics)."""
     columns = PLANNED.column_names
     try:
         result = (
             PlanResult(FAILED, pd.DataFrame(columns=columns), error=spec.refused)
             if spec.refused
-            else plan_cluster(brokers_pdf, assemble_partitions(inputs_pdf), spec.plan_request(cluster_id))
+            else plan_cluster(brokers_pdf, assemble_partitions(inputs), spec.plan_request(cluster_id))
         )
         summary = {
             "status": result.status,
             "error": result.error,
-            "notes": [*result.notes, *unmatched_throughput(inputs_pdf)],
+            "notes": [*result.notes, *unmatched_throughput(inputs)],
             "warnings": result.warnings,
             "metrics": result.metrics.to_dict() if result.metrics else {},
         }

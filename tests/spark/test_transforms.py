@@ -211,6 +211,7 @@ def test_the_planner_worker_makes_the_frames_apply_in_pandas_would_hand_it(spark
 
     import pyarrow as pa
 
+    from jobs.inputs import by_source, by_source_from_arrow
     from jobs.spark_planner import as_pandas
     from schemas import BROKERS
 
@@ -235,17 +236,23 @@ def test_the_planner_worker_makes_the_frames_apply_in_pandas_would_hand_it(spark
         return pd.DataFrame({"n": [len(inputs_pdf)]})
 
     def made(key, inputs_tbl, brokers_tbl):
-        keep("arrow", (as_pandas(inputs_tbl), as_pandas(brokers_tbl)))
+        keep("arrow", (as_pandas(inputs_tbl), as_pandas(brokers_tbl), by_source_from_arrow(inputs_tbl)))
         return pa.table({"n": [inputs_tbl.num_rows]})
 
     grouped = inputs_df.groupBy("cluster_id").cogroup(brokers_df.groupBy("cluster_id"))
     assert grouped.applyInPandas(handed, "n long").collect()[0]["n"] == 3
     assert grouped.applyInArrow(made, "n long").collect()[0]["n"] == 3
     with open(tmp_path / "pandas", "rb") as a, open(tmp_path / "arrow", "rb") as b:
-        for theirs, ours in zip(pickle.load(a), pickle.load(b), strict=True):
-            ours, theirs = (f.sort_values(list(f.columns[:4])).reset_index(drop=True) for f in (ours, theirs))
-            pd.testing.assert_frame_equal(ours, theirs)
-    assert str(ours["snapshot_ts"].dtype) == "datetime64[ns]"
+        (handed_inputs, handed_brokers), (made_inputs, made_brokers, made_sources) = pickle.load(a), pickle.load(b)
+    pairs = [(made_brokers, handed_brokers), (made_inputs, handed_inputs)]
+    for source, part in by_source(handed_inputs).items():  # the worker converts each source's columns alone
+        pairs.append((made_sources[source], part))
+    for ours, theirs in pairs:
+        keys = [c for c in ("source", "topic", "partition", "broker_id") if c in ours]
+        ours, theirs = (f.sort_values(keys).reset_index(drop=True) for f in (ours, theirs))
+        pd.testing.assert_frame_equal(ours, theirs)
+    assert str(made_brokers["snapshot_ts"].dtype) == "datetime64[ns]"
+    assert str(by_source(handed_inputs)["partition"]["leader"].dtype) == "float64"  # null on other sources' rows
 
 
 def test_one_clusters_internal_error_fails_it_alone_with_its_name():
@@ -253,11 +260,13 @@ def test_one_clusters_internal_error_fails_it_alone_with_its_name():
     exception that would sink the fleet's Spark job."""
     from jobs.config import Config
     from jobs.history import History
+    from jobs.inputs import by_source
     from jobs.spark_planner import plan_one_cluster, plan_requests
     from schemas import BROKERS
 
     request = plan_requests(Config(), {"c9": T2}, History({}, {}), None)["c9"]
-    broken = pd.DataFrame(columns=[c for c in PLAN_INPUT.column_names if c != "source"])  # no `source` column
+    sources = by_source(pd.DataFrame(columns=PLAN_INPUT.column_names))
+    broken = {**sources, "throughput": sources["throughput"].drop(columns="measured_ts")}  # a column lost
     planned, summary = plan_one_cluster("c9", request, broken, pd.DataFrame(columns=BROKERS.column_names))
     assert planned.empty and summary["status"] == "failed"
     assert summary["error"].startswith("cluster c9: internal error: KeyError(")
