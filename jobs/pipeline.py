@@ -88,7 +88,7 @@ def run_plan(
     if not todo:
         return RunReport(run_id, config_hash, sorted(done, key=lambda o: o.cluster_id), dry_run, warnings)
 
-    few = sum(selection.counts.get(c, 0) for c in todo) <= FEW_ROWS  # read and written through the driver
+    few = sum(selection.counts.get(c, 0) for c in todo) <= FEW_ROWS  # inputs read through the driver
     inputs_df, brokers_df = build_inputs(spark, store, todo, history, few)
     # Where delta-rs keeps the log, the workers write the plan rows themselves and the driver commits their
     # files: no second pass over a million rows (cache, two Spark writes); elsewhere Spark writes them.
