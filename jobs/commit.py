@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from assigners import COMMITTED, FAILED
 from jobs.history import History, txn_id
 from jobs.outcomes import ClusterOutcome
-from jobs.spark_planner import Staging, coerce_to_spec
+from jobs.spark_planner import MOVED_FROM, Staging, coerce_to_spec
 from jobs.stages import stage
 from jobs.store import ABSENT, ConcurrentCommitError, DeltaRsStore, TableStore, new_stage
 from jobs.warehouse import Warehouse, orphan_predicate
@@ -116,9 +116,8 @@ def plans_columns(planned_df: DataFrame) -> DataFrame:
 
 
 def moves_columns(planned_df: DataFrame) -> DataFrame:
-    renamed = {"to_replicas": F.col("replicas"), "to_leader": F.col("leader")}
     return planned_df.where(F.col("kind").isNotNull()).select(
-        [renamed.get(c, F.col(c)).alias(c) for c in MOVES.column_names]
+        [F.col(MOVED_FROM.get(c, c)).alias(c) for c in MOVES.column_names]
     )
 
 

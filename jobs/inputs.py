@@ -370,10 +370,8 @@ def _as_plan_input(df: DataFrame, source: str) -> DataFrame:
 _KEYS = ["topic", "partition"]
 
 
-# per source, the PLAN_INPUT columns its rows carry (beside the keys) and the names the planner's frame gives them
-_SOURCE_FIELDS = {
-    "partition": {c: c for c in ("replicas", "leader", "size_bytes", "adding_replicas", "removing_replicas")},
-    "throughput": {c: c for c in ("measured_ts", "bytes_in", "bytes_out")},
+# the names the planner's frame gives some sources' columns (SOURCE_COLUMNS: the columns each source carries)
+_PLANNER_NAMES = {
     "previous": {"replicas": "previous_replicas", "epoch": "previous_epoch", "cores": "previous_cores"},
     "previous_move": {"replicas": "previous_baseline"},
 }
@@ -382,7 +380,7 @@ _SOURCE_FIELDS = {
 def by_source(inputs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """One cluster's stacked PLAN_INPUT rows split by source: the keys and the columns each source carries."""
     source = inputs["source"]
-    return {name: inputs.loc[source == name, [*_KEYS, *fields]] for name, fields in _SOURCE_FIELDS.items()}
+    return {name: inputs.loc[source == name, [*_KEYS, *fields]] for name, fields in SOURCE_COLUMNS.items()}
 
 
 def by_source_from_arrow(inputs: pa.Table) -> dict[str, pd.DataFrame]:
@@ -390,17 +388,23 @@ def by_source_from_arrow(inputs: pa.Table) -> dict[str, pd.DataFrame]:
     included) of converting the whole table first, as ``applyInPandas`` did (an integer column null anywhere
     is float), for a third of the time (the array columns of the other sources are never converted)."""
     floats = {f.name: pa.float64() for f in inputs.schema if pa.types.is_integer(f.type) and inputs[f.name].null_count}
-    out = {}
-    for name, fields in _SOURCE_FIELDS.items():
-        rows = inputs.filter(pc.equal(inputs["source"], name)).select([*_KEYS, *fields])
-        schema = pa.schema(
-            [
-                pa.field(f.name, pa.timestamp("ns") if pa.types.is_timestamp(f.type) else floats.get(f.name, f.type))
-                for f in rows.schema
-            ]
-        )
-        out[name] = rows.cast(schema).to_pandas()
-    return out
+    return {
+        name: as_pandas(inputs.filter(pc.equal(inputs["source"], name)).select([*_KEYS, *fields]), floats)
+        for name, fields in SOURCE_COLUMNS.items()
+    }
+
+
+def as_pandas(table: pa.Table, types: dict[str, pa.DataType] | None = None) -> pd.DataFrame:
+    """``table`` as ``applyInPandas`` hands it over: timestamps tz-naive in UTC (the session's time zone, which
+    ``jobs.session`` enforces), in nanoseconds; the rest as pyarrow converts it (arrays as numpy arrays, null
+    integers as NaN floats), ``types`` (column -> type) cast first."""
+    naive = pa.schema(
+        [
+            pa.field(f.name, pa.timestamp("ns") if pa.types.is_timestamp(f.type) else (types or {}).get(f.name, f.type))
+            for f in table.schema
+        ]
+    )
+    return table.cast(naive).to_pandas()
 
 
 def assemble_partitions(inputs: pd.DataFrame | dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -425,8 +429,8 @@ def assemble_partitions(inputs: pd.DataFrame | dict[str, pd.DataFrame]) -> pd.Da
         .drop(columns="measured_ts")
         .assign(has_throughput=True)  # a row was measured, whatever its value (validation judges NaN)
     )
-    previous = sources["previous"].rename(columns=_SOURCE_FIELDS["previous"])
-    baselines = sources["previous_move"].rename(columns=_SOURCE_FIELDS["previous_move"])
+    previous = sources["previous"].rename(columns=_PLANNER_NAMES["previous"])
+    baselines = sources["previous_move"].rename(columns=_PLANNER_NAMES["previous_move"])
     out = partitions.merge(rates, on=_KEYS, how="left").merge(previous, on=_KEYS, how="left")
     out["has_throughput"] = out["has_throughput"].astype("boolean").fillna(False).astype(bool)
     planned = out["previous_replicas"].astype(object)

@@ -25,7 +25,7 @@ from assigners import COMMITTED, FAILED, Constraints, PlanRequest, PlanResult, p
 from assigners.waves import WaveCaps
 from jobs.config import Config
 from jobs.history import History
-from jobs.inputs import assemble_partitions, by_source_from_arrow, unmatched_throughput
+from jobs.inputs import as_pandas, assemble_partitions, by_source_from_arrow, unmatched_throughput
 from jobs.store import write_parquet
 from schemas import MOVES, PLANNED, PLANS, TableSpec
 
@@ -82,6 +82,9 @@ class Staging:
         return written
 
 
+MOVED_FROM = {"to_replicas": "replicas", "to_leader": "leader"}  # moves columns PLANNED names otherwise
+
+
 def plan_rows(planned: pa.Table) -> pa.Table:
     """``plans`` rows of PLANNED rows, as :func:`jobs.commit.plans_columns` selects them in Spark."""
     return planned.select(PLANS.column_names)
@@ -90,8 +93,7 @@ def plan_rows(planned: pa.Table) -> pa.Table:
 def move_rows(planned: pa.Table) -> pa.Table:
     """``moves`` rows of PLANNED rows (the partitions that change), as :func:`jobs.commit.moves_columns`."""
     moved = planned.filter(pc.is_valid(planned["kind"]))
-    renamed = {"to_replicas": "replicas", "to_leader": "leader"}
-    return pa.table([moved[renamed.get(c, c)] for c in MOVES.column_names], schema=MOVES.arrow_schema())
+    return pa.table([moved[MOVED_FROM.get(c, c)] for c in MOVES.column_names], schema=MOVES.arrow_schema())
 
 
 def make_cluster_planner(
@@ -109,16 +111,18 @@ def make_cluster_planner(
             return schema.empty_table()
         spec = requests[cluster_id]
         planned, summary = plan_one_cluster(cluster_id, spec, by_source_from_arrow(inputs), as_pandas(brokers))
-        rows = as_arrow(
-            planned.assign(
-                cluster_id=cluster_id,
-                plan_version=spec.plan_version,
-                run_id=run_id,
-                snapshot_ts=pd.Timestamp(spec.snapshot_ts),
-                strategy=spec.strategy,
-            ),
-            schema,
-        )
+        rows = schema.empty_table()
+        if rows_back or staging is not None:  # (a dry run needs the outcome alone)
+            rows = as_arrow(
+                planned.assign(
+                    cluster_id=cluster_id,
+                    plan_version=spec.plan_version,
+                    run_id=run_id,
+                    snapshot_ts=pd.Timestamp(spec.snapshot_ts),
+                    strategy=spec.strategy,
+                ),
+                schema,
+            )
         if staging is not None and rows.num_rows:
             summary["staged"] = staging.write(cluster_id, rows)
         outcome = {
@@ -132,16 +136,6 @@ def make_cluster_planner(
         return pa.concat_tables([rows if rows_back else rows.slice(0, 0), pa.Table.from_pylist([outcome], schema)])
 
     return plan_arrow_group
-
-
-def as_pandas(table: pa.Table) -> pd.DataFrame:
-    """``table`` as ``applyInPandas`` hands it over: timestamps tz-naive in UTC (the session's time zone, which
-    ``jobs.session`` enforces), in nanoseconds; the rest as pyarrow converts it (arrays as numpy arrays, null
-    integers as NaN floats)."""
-    naive = pa.schema(
-        [pa.field(f.name, pa.timestamp("ns") if pa.types.is_timestamp(f.type) else f.type) for f in table.schema]
-    )
-    return table.cast(naive).to_pandas()
 
 
 def as_arrow(pdf: pd.DataFrame, schema: pa.Schema) -> pa.Table:

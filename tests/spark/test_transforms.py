@@ -211,8 +211,7 @@ def test_the_planner_worker_makes_the_frames_apply_in_pandas_would_hand_it(spark
 
     import pyarrow as pa
 
-    from jobs.inputs import by_source, by_source_from_arrow
-    from jobs.spark_planner import as_pandas
+    from jobs.inputs import as_pandas, by_source, by_source_from_arrow
     from schemas import BROKERS
 
     inputs_df = spark.createDataFrame(
