@@ -309,15 +309,19 @@ def worst_brokers(brokers: pd.DataFrame, bound: float, eligible: bool = True) ->
 
 
 def wave_table(moves: pd.DataFrame) -> pd.DataFrame:
+    """Per wave: partitions, leader-only changes, data copied ("unknown" where a size is)."""
     if moves.empty:
         return pd.DataFrame(columns=["wave", "partitions", "leader only", "data"])
-    grouped = moves.groupby("wave")
+    # one vectorised pass (a per-wave apply took ~0.1 s a cluster of ~400 waves)
+    grouped = moves.assign(leader=moves["kind"] == "leader", unknown=moves["bytes_to_move"].isna()).groupby("wave")
+    sums = grouped.agg(n=("kind", "size"), leader=("leader", "sum"), unknown=("unknown", "any"))
+    data = grouped["bytes_to_move"].sum()
     return pd.DataFrame(
         {
-            "wave": grouped.size().index,
-            "partitions": [f"{n:,}" for n in grouped.size()],
-            "leader only": [f"{int(n):,}" for n in grouped["kind"].apply(lambda k: (k == "leader").sum())],
-            "data": ["unknown" if b.isna().any() else human_bytes(float(b.sum())) for _, b in grouped["bytes_to_move"]],
+            "wave": sums.index,
+            "partitions": [f"{n:,}" for n in sums["n"]],
+            "leader only": [f"{int(n):,}" for n in sums["leader"]],
+            "data": ["unknown" if u else human_bytes(float(b)) for u, b in zip(sums["unknown"], data)],
         }
     )
 
