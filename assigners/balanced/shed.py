@@ -97,13 +97,24 @@ def shed(search: GoalSearch, k: int, top: int) -> int:
     partners = [c for c in open_to(search, mine[:POOL].tolist(), by_load, top, PARTNERS) if load[c] < limit]
     pools = _Pools(search, k, top)
     applied = 0
+    # per role and partners, the lightest replica their pools offer: until the next swap changes the pools, a
+    # replica no heavier gets no offer from them (a 6-broker 10k cluster's top walks ~5,000 replicas a shed,
+    # most lighter than anything offered: the 1M fleet's cluster-10 listed ~17k empty offers, a quarter of
+    # its plan; now 25, the plan the same)
+    floors: dict[tuple[bool, tuple[int, ...]], float] = {}
     for r, mine_amount in zip(mine.tolist(), amounts.tolist()):
         excess = (float(load[top]) - search.target(k)) * float(cap[top])
         if excess <= 0:
             break
         if search.part_of[r] in pools.touched:
             continue
-        offers = _offers(search, k, r, mine_amount, _partners_of(search, r, top, partners), pools, limit)
+        its_partners = _partners_of(search, r, top, partners)
+        key = (bool(search.lead[r]), tuple(its_partners))
+        if mine_amount <= floors.get(key, -np.inf):
+            continue
+        offers = _offers(search, k, r, mine_amount, its_partners, pools, limit)
+        if not offers:
+            floors[key] = pools.floor(its_partners, key[0])
         gain = _best_gain(search, r, offers)
         if gain is None:
             continue
@@ -113,6 +124,7 @@ def shed(search: GoalSearch, k: int, top: int) -> int:
         if change is not None:
             search.apply(change)
             pools.touched.update((search.part_of[r], search.part_of[change[1][0]]))
+            floors.clear()
             applied += 1
     return applied
 
@@ -151,6 +163,12 @@ class _Pools:
             rows, amounts = self.search.by_role(self.k, c)[int(role)]
             pool = self._light[c, role] = _Pool(rows[:POOL].tolist(), amounts[:POOL].tolist())
         return self._first(pool, c)
+
+    def floor(self, partners: list[int], role: bool) -> float:
+        """The lightest replica of ``role`` these partners' pools offer now (inf: none): what :func:`_offers`
+        reads, so asking it changes nothing."""
+        firsts = (offer for c in partners for offer in (self.lightest(c, role), self.homeward(c, role)))
+        return min((offer[0] for offer in firsts if offer is not None), default=np.inf)
 
     def homeward(self, c: int, role: bool) -> tuple[float, int] | None:
         pool = self._home.get((c, role))
