@@ -179,7 +179,8 @@ class GoalSearch:
         self.usage = Usage(replicas, self.sizes, view, matrix)
         self.bounds = [goal_bound(r, self.rf) for r in resources]
         self.ratios = [options.balanced_ratio(r.name) for r in resources]  # each goal's threshold
-        self.floors, self.reachable = self._reachable(resources)
+        self._inputs = (partitions, resources, options)
+        self.floors, self.placement_floors, self.reachable = self._kept_floors()
         self.slack = [options.balanced_slack(False), options.balanced_slack(True)]  # replicas, leaders
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, positions(self.brokers, matrix[part, position])
@@ -245,15 +246,22 @@ class GoalSearch:
             capped, _ = placement_shares(self.view, self.rf, dict(zip(self.racks, racks)), self.placement.caps)
         return np.array([capped[b] for b in self.broker_ids], dtype=float)
 
-    def _reachable(self, resources: list[Resource]) -> tuple[list[RackFloor], list[float]]:
-        """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), and the
-        reachable bound: the largest of it, the placement rules' floor (:attr:`placement_floors`) and the goal's
-        lower bound, which the goal's ratio applies to."""
+    def _kept_floors(self) -> tuple[list[RackFloor], list[tuple[list[int], float]], list[float]]:
+        """:meth:`_reachable`, the same for every search of the plan's inputs: worked out once (the lists are the
+        search's own: :meth:`hold_earlier_goals` raises them)."""
+        floors, confined, reachable = self.view.derived("floors", self._inputs, self._reachable)
+        return list(floors), confined, list(reachable)
+
+    def _reachable(self) -> tuple[list[RackFloor], list[tuple[list[int], float]], list[float]]:
+        """Per goal, the racks and load per unit of capacity the rack rule forces (:meth:`rack_floor`), the
+        brokers and load the placement rules confine (:func:`assigners.policies.placement_floor`), and the
+        reachable bound: the largest of them and the goal's lower bound, which the goal's ratio applies to."""
+        resources = self.resources
         # a goal whose leaders carry what its followers do (disk, bytes in: one array for both) has no leader term
         floors = [
             self.rack_floor(r.follower, r.capacity, None if r.leader is r.follower else r.leader) for r in resources
         ]
-        self.placement_floors: list[tuple[list[int], float]] = [
+        confined: list[tuple[list[int], float]] = [
             ([], 0.0)
             if self.placement is None
             else placement_floor(
@@ -266,10 +274,8 @@ class GoalSearch:
             )
             for r in resources
         ]
-        return floors, [
-            max(bound, floor, held)
-            for bound, (_, floor, _), (_, held) in zip(self.bounds, floors, self.placement_floors, strict=True)
-        ]
+        bounds = zip(self.bounds, floors, confined, strict=True)
+        return floors, confined, [max(bound, floor, held) for bound, (_, floor, _), (_, held) in bounds]
 
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
@@ -333,17 +339,21 @@ class GoalSearch:
         if held == self._held.get(k, ()):
             return
         self._held[k] = held
-        goals = [
-            HeldGoal(
-                self.resources[j].name,
-                np.asarray(self.resources[j].leader, dtype=float) - self.resources[j].follower,
-                np.asarray(self.resources[j].follower, dtype=float),
-                np.asarray(self.resources[j].capacity, dtype=float),
-                target * (1 + 1e-9),
-            )
-            for j, target in held
-        ]
-        floor = self.rack_floor(resource.follower, resource.capacity, resource.leader, goals)
+        floors: dict[tuple[int, tuple[tuple[int, float], ...]], RackFloor]  # (goal, held) -> its rack floor
+        floors = self.view.derived("held floors", self._inputs, dict)
+        floor = floors.get((k, held))
+        if floor is None:
+            goals = [
+                HeldGoal(
+                    self.resources[j].name,
+                    np.asarray(self.resources[j].leader, dtype=float) - self.resources[j].follower,
+                    np.asarray(self.resources[j].follower, dtype=float),
+                    np.asarray(self.resources[j].capacity, dtype=float),
+                    target * (1 + 1e-9),
+                )
+                for j, target in held
+            ]
+            floor = floors[k, held] = self.rack_floor(resource.follower, resource.capacity, resource.leader, goals)
         self.floors[k], self.reachable[k] = self._racks_alone[k]
         if floor.held_by and floor.floor > self.reachable[k] * (1 + 1e-9):
             self.floors[k], self.reachable[k] = floor, floor.floor

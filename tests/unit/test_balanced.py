@@ -1140,6 +1140,47 @@ def test_a_held_goal_with_followers_leaves_the_other_racks_only_the_room_above_t
     assert floor > 1.0 and floor == pytest.approx(relaxed_least_peak(brokers, parts, "leader_bytes_in"), rel=1e-6)
 
 
+RULES_ON_7 = Constraints(
+    broker_tags={b: {"tier": "ssd" if b % 2 else "hdd"} for b in range(1, 8)},
+    broker_taints={7: ("dedicated=x",)},
+    placement=(PlacementRule("t00[0-1]", require_tags={"tier": "ssd"}), PlacementRule("t00[2-3]", frozen=True)),
+)
+
+
+@pytest.mark.parametrize("c", [Constraints(), RULES_ON_7], ids=["held goals", "placement rules"])
+def test_searches_of_one_plan_share_the_floors_and_get_those_a_search_of_their_own_would_find(c):
+    # the floors the rules force are worked out once per plan's inputs and kept on the view
+    # (ClusterView.derived): a later search of the same inputs, on another layout whose met goals hold others,
+    # gets the floors and reachable bounds a search on a view of its own finds (racks of 3/2/2: the plan's
+    # load held by bytes out; with placement rules, a broker set, a frozen topic and a taint confine load)
+    brokers, parts = scenario("racks_633", 7, 30, seed=300)
+    result = plan(brokers, parts, constraints=c)
+    b, p = prepare_brokers(brokers, c), prepare_partitions(parts, c)
+
+    def search_of(replicas: list[list[int]], view: ClusterView, resources: list[Resource]) -> GoalSearch:
+        search = GoalSearch([list(r) for r in replicas], p, view, resources, c)
+        for k in range(len(resources)):
+            search.hold_earlier_goals(k)
+        return search
+
+    shared = ClusterView.from_brokers(b, c)
+    resources = _resources(p, b, shared)
+    planned = result.planned["replicas"].tolist()
+    # first the plan with partition 2 led from its next replica (bytes out still met, the load not: the
+    # leader goal held by fewer goals), then the plan, on the same view: what the first works out is kept
+    search_of([*planned[:2], [*planned[2][1:], planned[2][0]], *planned[3:]], shared, resources)
+    kept = search_of(planned, shared, resources)
+    fresh_view = ClusterView.from_brokers(b, c)
+    fresh = search_of(planned, fresh_view, _resources(p, b, fresh_view))
+    assert len(shared.memo["floors"]) == 1 and kept.placement is shared.memo["placement"][0][1]
+    if c.placement:
+        assert max(f for _, f in fresh.placement_floors) > 0
+    else:
+        assert any(f.held_by for f in fresh.floors)
+    assert kept.floors == fresh.floors and kept.placement_floors == fresh.placement_floors
+    assert kept.reachable == fresh.reachable and kept.goals_met() == fresh.goals_met()
+
+
 def test_a_small_rack_holding_a_hot_replica_splits_its_replicas_where_a_goal_stays_missed():
     # hot/8/38/332: racks of 3, 3 and 2 brokers, 38 partitions of 3 topics, one of 9.8 MB (the rest under
     # 0.8 MB). Each broker of the 2-broker rack holds 19 replicas whatever the plan (bands 14-15); held to one
