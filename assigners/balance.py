@@ -71,9 +71,16 @@ class _ReplicaIndex:
     donor holds.
     """
 
-    def __init__(self, assignment: list[list[int]], view: ClusterView, placement: Placement | None = None) -> None:
+    def __init__(
+        self,
+        assignment: list[list[int]],
+        view: ClusterView,
+        placement: Placement | None = None,
+        matrix: np.ndarray | None = None,
+    ) -> None:
         """``placement``: the placement rules; a partition's rule is part of its group's key (a frozen one's
-        is :data:`FROZEN`), so a find passes over the groups that may not use the receiver at once."""
+        is :data:`FROZEN`), so a find passes over the groups that may not use the receiver at once.
+        ``matrix``: the assignment's replica matrix, where the caller keeps one up to date."""
         self.assignment = assignment
         self.view = view
         self.placement = placement
@@ -90,18 +97,18 @@ class _ReplicaIndex:
         self.dead: dict[int, dict[int, int]] = {b: {} for b in view.eligible}
         self.freed: dict[int, int] = dict.fromkeys(view.eligible, 0)
         if 0 < len(domains) < 63:
-            self._bulk_build()
+            self._bulk_build(replica_matrix(assignment) if matrix is None else matrix)
         else:  # masks beyond int64: one partition at a time
             for i in range(len(assignment)):
                 self._update(i, add=True)
 
-    def _bulk_build(self) -> None:
-        """What :meth:`_update` would build for every partition in turn, in numpy.
+    def _bulk_build(self, matrix: np.ndarray) -> None:
+        """What :meth:`_update` would build for every partition in turn, in numpy, from the assignment's
+        replica ``matrix``.
 
         Groups appear in the order of their first replica and list their
         partitions in ascending order, as the one-by-one build left them.
         """
-        matrix = replica_matrix(self.assignment)
         masks = _other_domains(matrix, self.bit)
         eligible = np.array(sorted(self.groups), dtype=np.int64)
         part, pos = np.nonzero(np.isin(matrix, eligible))  # row-major: the one-by-one build's order
@@ -248,7 +255,7 @@ def balance_replica_counts(
     shift = _placement_shift(usage, matrix, placement)
     if (probe and moves) or not _any_improving_pair(usage, shift):
         return moves  # the exact loop would find nothing: skip building its index
-    index = _ReplicaIndex(assignment, view, placement)
+    index = _ReplicaIndex(assignment, view, placement, matrix)  # the bulk moves kept the matrix up to date
     capped = view.has_caps  # read once: it looks at every broker's caps
     while True:
         chain = _find_count_move(index, usage, rule, capped, shift)

@@ -298,6 +298,43 @@ def test_where_racks_pin_their_totals_the_bulk_phase_moves_a_partition_in_each_r
     assert all(len({view.domain_of[b] for b in replicas}) == 3 for replicas in plan)  # the rack rule kept
 
 
+@pytest.mark.parametrize(
+    "kind, n_brokers, rules", [("drifted", 9, False), ("broker_removed", 9, False), ("drifted", 12, True)]
+)
+def test_the_exact_loops_index_starts_from_the_replica_matrix_the_bulk_phase_kept_up_to_date(
+    monkeypatch, kind, n_brokers, rules
+):
+    # the count balancing builds its exact loop's index from the matrix its bulk phase moved replicas on (not a
+    # second listing of the lists): every move there changed both, so the index is the one the lists give,
+    # under placement rules too, whose receivers borrow replicas (a chain of two moves each)
+    from assigners.model import PlacementRule
+    from assigners.policies import resolve_placement
+
+    brokers, parts = scenario(kind, n_brokers, 400, seed=3)
+    c = (
+        Constraints(
+            broker_tags={b: {"tier": "ssd" if b % 3 else "hdd"} for b in range(1, n_brokers + 1)},
+            placement=(PlacementRule("t00[0-9]", require_tags={"tier": "hdd"}), PlacementRule("t01[0-4]", frozen=True)),
+        )
+        if rules
+        else Constraints()
+    )
+    prepared_b, prepared = prepare_brokers(brokers, c), prepare_partitions(parts, c)
+    view = ClusterView.from_brokers(prepared_b, c)
+    built = []
+
+    def index_checked(assignment, view, placement=None, matrix=None):
+        built.append(matrix is not None and np.array_equal(matrix, replica_matrix(assignment)))
+        return _ReplicaIndex(assignment, view, placement, matrix)
+
+    monkeypatch.setattr(balance, "_ReplicaIndex", index_checked)
+    live = prepared["current"].tolist()
+    plan = keep_valid_each([list(r) for r in prepared["preferred"]], prepared["rf"].tolist(), view, even_out=True)
+    placement = resolve_placement(c, prepared, view)
+    settle(plan, prepared, view, since=live, take_first=prepared["size_bytes"].to_numpy(), placement=placement)
+    assert built and all(built), built
+
+
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
     # broker 1 holds 5 (share 2.5), broker 2 none: it gives 2, the lowest keys first (partition order without)
     view = ClusterView.from_brokers(prepare_brokers(brokers_frame([1, 2], ["a", "a"]), Constraints()), Constraints())
