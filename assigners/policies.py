@@ -125,6 +125,29 @@ class Placement:
             table[n, sorted(self.allowed[r])] = True
         return table
 
+    def frozen_cells(self, current: list[list[int]], brokers: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each frozen partition's live replicas (``current``: the live layout) on one of ``brokers``, in
+        partition and replica order: the partition, the replica's position (0 leads) and the broker's index
+        in ``brokers``. Kept for the same layout and brokers: a search's floors ask ten times or more (one
+        per goal and floor; ~0.4 ms each on 10k partitions)."""
+        key = tuple(brokers)
+        kept = self._frozen_cells.get(key)
+        if kept is not None and kept[0] is current:
+            return kept[1]
+        rows = np.flatnonzero(self.frozen)
+        live = replica_matrix([current[i] for i in rows.tolist()])
+        ids = np.asarray(brokers, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        at = np.minimum(np.searchsorted(ids[order], live), len(ids) - 1)
+        part, position = np.nonzero((live != PAD) & (ids[order][at] == live))
+        cells = rows[part], position, order[at[part, position]]
+        self._frozen_cells[key] = (current, cells)
+        return cells
+
+    @cached_property
+    def _frozen_cells(self) -> dict[tuple[int, ...], tuple[list[list[int]], tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+        return {}  # see frozen_cells: per brokers, the layout asked about (the same object) and its cells
+
     @cached_property
     def leader_racks(self) -> list[tuple[str, ...] | None] | None:
         """:func:`leader_racks_of`, listed once: a 10k plan with a ``leader_racks`` rule asks it three to six
@@ -209,16 +232,10 @@ def _add_frozen(
     """Add to ``out`` (per broker of ``brokers``) each frozen partition's live replicas there, ``leader`` for its
     first and ``follower`` for the others; in place, in partition and replica order as a loop adds them
     (``np.add.at`` adds one by one: the same floats)."""
-    rows = np.flatnonzero(placement.frozen)
-    if not len(rows) or not len(brokers):
+    if not placement.frozen.any() or not len(brokers):
         return
-    live = replica_matrix([current[i] for i in rows.tolist()])
-    amounts = np.where(np.arange(live.shape[1]) == 0, leader[rows][:, None], follower[rows][:, None])
-    ids = np.asarray(brokers, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    at = np.minimum(np.searchsorted(ids[order], live), len(ids) - 1)
-    held = (live != PAD) & (ids[order][at] == live)
-    np.add.at(out, order[at[held]], amounts[held].astype(float))
+    part, position, at = placement.frozen_cells(current, brokers)
+    np.add.at(out, at, np.where(position == 0, leader[part], follower[part]).astype(float))
 
 
 def water_floor(carried: float, capacity: np.ndarray, most: np.ndarray) -> float:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, plan_cluster
 from assigners.model import ClusterView, PlacementRule, prepare_brokers, replica_matrix
 from assigners.placement import keep_valid
-from assigners.policies import resolve_placement, stays_each
+from assigners.policies import absorbable, resolve_placement, stays_each
 from tests.unit.clusters import (
     assert_valid,
     brokers_frame,
@@ -542,3 +542,46 @@ def test_live_replicas_that_may_all_stay_are_found_for_many_partitions_as_for_on
     ]
     assert each.tolist() == one_by_one
     assert any(one_by_one) and not all(one_by_one)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000))
+@example(seed=5)
+def test_what_the_frozen_replicas_put_on_their_brokers_is_summed_as_a_loop_over_them_sums_it(seed):
+    # absorbable (and placement_floor) add each frozen partition's live replicas to their brokers, the leader's
+    # amount for its first and the follower's for the others, in partition and replica order (the same floats as
+    # a loop); the cells are listed once per layout and brokers (Placement.frozen_cells), so asking again, or
+    # with another layout of other replicas, answers for the layout asked about. Live lists drawn with
+    # brokers outside those asked (dead, or not eligible), repeats and empty ones
+    rng = np.random.default_rng(seed)
+    ids = list(range(1, 9))
+    brokers = brokers_frame(ids, [f"r{b % 3}" for b in ids], ["dead" if b == 8 else "active" for b in ids])
+    constraints = Constraints(placement=(PlacementRule("t0", frozen=True), PlacementRule("t1", frozen=True)))
+    view = ClusterView.from_brokers(prepare_brokers(brokers, constraints), constraints)
+    asked = view.eligible[::-1][:6]  # some brokers, in no order
+    leader, follower = rng.random(50) * 10, rng.random(50)
+
+    def lives() -> list[list[int]]:
+        return [[int(b) for b in rng.choice(ids, int(rng.integers(0, 4)))] for _ in range(50)]
+
+    def looped(current: list[list[int]], placement) -> list[float]:
+        out = [0.0] * len(asked)
+        for i, replicas in enumerate(current):
+            for position, b in enumerate(replicas):
+                if placement.frozen[i] and b in asked:
+                    out[asked.index(b)] += leader[i] if position == 0 else follower[i]
+        return out
+
+    topics = [f"t{int(rng.integers(3))}" for _ in range(50)]
+    for current in (lives(), lives()):
+        parts = pd.DataFrame({"topic": topics, "current": current, "rf": [3] * 50})
+        placement = resolve_placement(constraints, parts, view)
+        assert placement is not None and placement.frozen.any()
+        for _ in range(2):  # the second time from the cells kept
+            most = absorbable(placement, leader, follower, current, asked)
+            loose = sum(np.maximum(leader, follower)[~placement.frozen])  # every broker may take every loose one
+            assert (most - loose).tolist() == pytest.approx(looped(current, placement), rel=1e-12)
+    other = lives()  # another layout asked of the same placement: its own cells
+    assert absorbable(placement, leader, follower, other, asked).tolist() == pytest.approx(
+        (np.asarray(looped(other, placement)) + loose).tolist(), rel=1e-12
+    )
