@@ -1181,6 +1181,39 @@ def test_searches_of_one_plan_share_the_floors_and_get_those_a_search_of_their_o
     assert kept.reachable == fresh.reachable and kept.goals_met() == fresh.goals_met()
 
 
+def test_a_small_clusters_search_repeated_from_the_same_start_is_the_first_ones_result():
+    # a small cluster's plan searches some starts twice (two count orders that settle alike restart from the
+    # same plan, as executed): reach_goals keeps each search on the view and a repeat, from an equal start with
+    # the same goals and modes, gets the layout and notes the first reached, which a search on a view of its
+    # own reaches too; another start or other goals are searched. hot/6/42/333: a goal stays unmet
+    brokers, parts = scenario("hot", 6, 42, seed=333)
+    c = Constraints()
+    b, p = prepare_brokers(brokers, c), prepare_partitions(parts, c)
+    view = ClusterView.from_brokers(b, c)
+    resources = _resources(p, b, view)
+    start = keep_valid_each([list(r) for r in p["preferred"]], p["rf"].tolist(), view, True)
+    settle(start, p, view, since=p["current"].tolist(), take_first=p["size_bytes"].to_numpy())
+
+    def searched(on: ClusterView, goals: list[Resource], frame: pd.DataFrame = p) -> tuple:
+        replicas = [list(r) for r in start]
+        rows = replicas[:3]  # the lists the caller holds: a repeat changes them in place, as a search does
+        reached = searches.reach_goals(replicas, frame, on, goals, c)
+        assert all(a is b for a, b in zip(rows, replicas[:3]))
+        return replicas, reached
+
+    first = searched(view, resources)
+    assert not all(first[1][1]) and first[0] != start  # a goal unmet, the layout changed
+    assert searched(view, resources) == first and len(view.memo["searches"][0][1]) == 1
+    fresh_view = ClusterView.from_brokers(b, c)
+    assert searched(fresh_view, _resources(p, b, fresh_view)) == first
+    searched(view, resources[1:])
+    assert len(view.memo["searches"][0][1]) == 2  # other goals: searched, and kept apart
+    # the plan as executed: one frame per layout, so its searches are found again too
+    executed = searches._as_executed(p, first[0], view)
+    assert searches._as_executed(p, [list(r) for r in first[0]], view) is executed
+    assert executed["current"].tolist() == first[0] and p["current"].tolist() != first[0]
+
+
 def test_a_small_rack_holding_a_hot_replica_splits_its_replicas_where_a_goal_stays_missed():
     # hot/8/38/332: racks of 3, 3 and 2 brokers, 38 partitions of 3 topics, one of 9.8 MB (the rest under
     # 0.8 MB). Each broker of the 2-broker rack holds 19 replicas whatever the plan (bands 14-15); held to one
