@@ -483,9 +483,10 @@ class ClusterView:
 
     def derived(self, name: str, inputs: tuple[object, ...], build: Callable[[], T]) -> T:
         """``build()``, kept for the same ``inputs`` (the same objects, held here so their ids stay theirs; a
-        plan never changes its frames in place): a ``balanced`` plan builds tens of searches over one cluster,
-        each deriving the placement rules and the rack floors again (10k partitions with five rules: ~13 ms a
-        search of ~35). The last :data:`DERIVED_KEPT` per ``name``.
+        plan never changes its frames in place): a small cluster's ``balanced`` plan builds 50-120 searches of
+        the same inputs, each deriving the placement rules and the floors they and the racks force (with five
+        rules on 10k partitions those take ~6 ms of a search's ~20 to build). The last :data:`DERIVED_KEPT`
+        per ``name``.
 
         Examples
         --------

@@ -247,8 +247,8 @@ class GoalSearch:
         return np.array([capped[b] for b in self.broker_ids], dtype=float)
 
     def _kept_floors(self) -> tuple[list[RackFloor], list[tuple[list[int], float]], list[float]]:
-        """:meth:`_reachable`, the same for every search of the plan's inputs: worked out once (the lists are the
-        search's own: :meth:`hold_earlier_goals` raises them)."""
+        """:meth:`_reachable`, the same for every search of the plan's inputs: worked out once (the floors and
+        bounds copied, as :meth:`hold_earlier_goals` raises them; the placement rules' floors only read)."""
         floors, confined, reachable = self.view.derived("floors", self._inputs, self._reachable)
         return list(floors), confined, list(reachable)
 

@@ -15,8 +15,16 @@ from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanR
 from assigners.balance import _ReplicaIndex, balance_replica_counts, settle, settles_as_it_is
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
-from assigners.model import ClusterView, prepare_brokers, prepare_partitions, replica_matrix, topic_codes
+from assigners.model import (
+    ClusterView,
+    PlacementRule,
+    prepare_brokers,
+    prepare_partitions,
+    replica_matrix,
+    topic_codes,
+)
 from assigners.placement import Usage, keep_valid_each
+from assigners.policies import resolve_placement
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.scenarios import scenario
 
@@ -307,9 +315,6 @@ def test_the_exact_loops_index_starts_from_the_replica_matrix_the_bulk_phase_kep
     # the count balancing builds its exact loop's index from the matrix its bulk phase moved replicas on (not a
     # second listing of the lists): every move there changed both, so the index is the one the lists give,
     # under placement rules too, whose receivers borrow replicas (a chain of two moves each)
-    from assigners.model import PlacementRule
-    from assigners.policies import resolve_placement
-
     brokers, parts = scenario(kind, n_brokers, 400, seed=3)
     c = (
         Constraints(
