@@ -38,7 +38,7 @@ ASKED_FOR = "asked_for"
 # ClusterView.derived keeps this many values per name: a small cluster's searches alternate between a few
 # partitions frames (the live one, its own plan as if executed) and subsets of the goals.
 DERIVED_KEPT = 8
-T = TypeVar("T")
+Derived = TypeVar("Derived")  # what ClusterView.derived keeps
 
 # A strategy's assign function: (prepared brokers, prepared partitions, constraints, seed) -> assignment frame.
 Assign = Callable[[pd.DataFrame, pd.DataFrame, "Constraints", int], pd.DataFrame]
@@ -481,7 +481,7 @@ class ClusterView:
     def __post_init__(self) -> None:
         self.eligible_set = frozenset(self.eligible)
 
-    def derived(self, name: str, inputs: tuple[object, ...], build: Callable[[], T]) -> T:
+    def derived(self, name: str, inputs: tuple[object, ...], build: Callable[[], Derived]) -> Derived:
         """``build()``, kept for the same ``inputs`` (the same objects, held here so their ids stay theirs; a
         plan never changes its frames in place): a small cluster's ``balanced`` plan builds 50-120 searches of
         the same inputs, each deriving the placement rules and the floors they and the racks force (with five

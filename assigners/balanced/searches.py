@@ -92,7 +92,7 @@ def settle_and_search(
 
         replicas = start(reuse=best is None)
         if small:
-            layout = tuple(map(tuple, replicas))
+            layout = _layout(replicas)
             if layout in seen:
                 continue
             seen.add(layout)
@@ -204,7 +204,7 @@ def _best_of_orders(
     seen: set[Layout] = set()  # orders that tie settle alike: searched once
     for order in _count_orders(partitions, small=True)[:orders]:
         replicas = _counts_evened(partitions, view, order, options)
-        if (layout := tuple(map(tuple, replicas))) in seen:
+        if (layout := _layout(replicas)) in seen:
             continue
         seen.add(layout)
         reach_goals(replicas, partitions, view, goals or resources, options, apart=apart)
@@ -348,7 +348,7 @@ def _fewer_moves(
             again = keep_valid_each([live[i] if i in ruined else r for i, r in enumerate(replicas)], rf, view, True)
             settle(again, partitions, view, since=live, take_first=smallest, placement=placement)
             _placed(again, partitions, view, placement)
-            layout = tuple(map(tuple, again))
+            layout = _layout(again)
             if layout in seen:
                 continue
             seen.add(layout)
@@ -607,6 +607,11 @@ def _restart_from_own_plan(
     return notes, met
 
 
+def _layout(replicas: list[list[int]]) -> Layout:
+    """A layout's replica lists as a key (of the layouts searched, of the searches kept)."""
+    return tuple(map(tuple, replicas))
+
+
 def _as_executed(partitions: pd.DataFrame, replicas: list[list[int]], view: ClusterView) -> pd.DataFrame:
     """``partitions`` with ``replicas`` as their live layout; on a small cluster one frame per layout for the
     plan (:meth:`ClusterView.derived`), so that the searches from it share what they derive from it and a
@@ -614,7 +619,7 @@ def _as_executed(partitions: pd.DataFrame, replicas: list[list[int]], view: Clus
     if int(partitions["rf"].sum()) > SMALL:
         return partitions.assign(current=replicas)
     frames: dict[Layout, pd.DataFrame] = view.derived("as executed", (partitions,), dict)
-    layout = tuple(map(tuple, replicas))
+    layout = _layout(replicas)
     frame = frames.get(layout)
     if frame is None:
         frame = frames[layout] = partitions.assign(current=[list(r) for r in layout])
@@ -651,11 +656,11 @@ def reach_goals(
     if int(partitions["rf"].sum()) <= SMALL:
         searched = view.derived("searches", (partitions, options), Searched)
         key = (
-            tuple(map(tuple, replicas)),
+            _layout(replicas),
             tuple(resource.name for resource in resources),
             landing,
             widen,
-            None if since is None else tuple(map(tuple, since)),
+            None if since is None else _layout(since),
             keep_soft,
             apart,
         )
@@ -666,7 +671,7 @@ def reach_goals(
             return list(notes), list(met)
     notes, met = _reach_goals(replicas, partitions, view, resources, options, landing, widen, since, keep_soft, apart)
     if searched is not None:
-        searched[key] = (tuple(map(tuple, replicas)), list(notes), list(met))
+        searched[key] = (_layout(replicas), list(notes), list(met))
     return notes, met
 
 
