@@ -144,6 +144,16 @@ class _Journal(NamedTuple):
     pinned: int  # the row the trial relocated
 
 
+class UndoMark(NamedTuple):
+    """Where an undo pass started (:mod:`assigners.balanced.undo`): per broker slot and per partition their
+    versions, and the goals' limits; what changed since is all the next pass needs to ask again."""
+
+    slots: np.ndarray
+    parts: np.ndarray
+    limits: list[float]
+    pairs: np.ndarray | None = None  # per replica row, the two slots of its undo's pair group then (-1: none)
+
+
 class GoalSearch:
     """Replica rows (partition, broker slot, leads?) and per-goal broker loads, under every rule."""
 
@@ -204,7 +214,8 @@ class GoalSearch:
         # rows per broker slot, sorted; an action deletes and inserts its rows (a broker of a few brokers holds
         # tens of thousands: sorting them again after each action cost more than the search)
         self._rows = [by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))]
-        self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
+        # per slot, and per partition: bumped whenever its rows change
+        self.version, self.part_version = (np.zeros(n, dtype=np.int64) for n in (len(self.brokers), len(replicas)))
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         self.share = [self._shares(self.count.sum(), self.count), self._shares(self.leaders.sum())]
@@ -292,6 +303,7 @@ class GoalSearch:
         self._steps: dict[int, tuple[bool, int, int]] = {}
         self._slot_count = len(self.brokers)
         self._costs: dict[int, tuple[int, int]] = {}  # see cost
+        self.undo_marks: dict[str, UndoMark] = {}  # per kind of undo pass, where its last pass started
         self._topic_moved = [0] * (int(self.topic.max(initial=-1)) + 1)
         self._row_topic = self.topic[self.part]  # each row's topic
         # per row as lists, for the scalar rules a round asks thousands of times (a list item costs a
@@ -921,6 +933,7 @@ class GoalSearch:
             amounts[row] = leader if lead else follower
         self.version[old_slot] += 1
         self.version[slot] += 1
+        self.part_version[i] += 1
         self.count[old_slot] -= 1
         self.count[slot] += 1
         self.leaders[old_slot] -= int(self.lead[row])

@@ -16,10 +16,11 @@ from assigners import COMMITTED, SKIPPED, Constraints, PlanRequest, plan_cluster
 from assigners.balance import settle
 from assigners.balanced import donate as donate_module
 from assigners.balanced import goals, searches
+from assigners.balanced import undo as undo_module
 from assigners.balanced.donate import donate
 from assigners.balanced.goals import balance_goal, improve
 from assigners.balanced.leaders import _Walk, anneal_leaders
-from assigners.balanced.state import GoalSearch, Resource, counts_outside_bands
+from assigners.balanced.state import GoalSearch, Resource, UndoMark, counts_outside_bands
 from assigners.balanced.strategy import _resources
 from assigners.balanced.undo import (
     PairLoads,
@@ -1389,3 +1390,114 @@ def test_the_pair_undos_prefilter_keeps_the_pair_a_needless_swap_leaves():
     assert search.harmless((undos[u][1], opposite[o][1]))
     fits = loads.fits(n, u)
     assert fits is not None and fits[o]
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kind=st.sampled_from(["drifted", "skewed", "rf_gt_racks", "broker_removed", "racks_633", "hot"]),
+    n_brokers=st.integers(6, 10),
+    n_parts=st.integers(30, 70),
+    seed=st.integers(0, 10_000),
+)
+@example(kind="skewed", n_brokers=9, n_parts=60, seed=3)  # a goal round raises a later goal's limit between passes
+@example(kind="hot", n_brokers=9, n_parts=60, seed=3)  # later passes undo 2 each after the first's 4
+def test_property_a_later_undo_pass_undoes_what_a_pass_asking_every_moved_replica_undoes(
+    kind, n_brokers, n_parts, seed
+):
+    # an undo pass after the search's first asks again only what may pass now (undo._asked_again): with goal
+    # rounds between the passes, the same undos as a copy of the search whose passes ask every moved replica
+    kept, full = settled_search(kind, n_brokers, n_parts, seed), settled_search(kind, n_brokers, n_parts, seed)
+    for search in (kept, full):
+        search.batch = 1
+        for resource in search.resources:
+            balance_goal(search, resource)
+    rng = np.random.default_rng(seed)
+    for _ in range(5):
+        full.undo_marks.clear()  # no pass before this one: it asks everything
+        assert undo_needless_moves(kept) == undo_needless_moves(full)
+        assert kept.replicas == full.replicas
+        k = int(rng.integers(len(kept.resources)))
+        for search in (kept, full):
+            search.new_pass()
+            improve(search, k, int(np.argmax(search.load[k])))
+
+
+def _mark(search: GoalSearch) -> UndoMark:
+    """Where an undo pass would start now, as undo._started marks it, its pair groups included."""
+    _, groups = undo_module._pair_groups(search, None)
+    return UndoMark(search.version.copy(), search.part_version.copy(), search.goal_limits(), groups)
+
+
+def _row_on(search: GoalSearch, i: int, broker: int) -> int:
+    rows = range(search.first_row[i], search.first_row[i + 1])
+    return next(r for r in rows if search.brokers[search.slot[r]] == broker)
+
+
+def _move(search: GoalSearch, i: int, old: int, new: int) -> int:
+    """Partition ``i``'s replica on broker ``old`` onto ``new``, its role kept; its row."""
+    row = _row_on(search, i, old)
+    search.apply(((row, search.slot_of(new), bool(search.lead[row]), True),))
+    return row
+
+
+def test_an_undo_is_asked_again_where_its_broker_its_home_or_its_partition_changed_and_nowhere_else():
+    # what GoalSearch.harmless reads of an undo: the loads and counts of the broker it leaves and of its home,
+    # its partition's replicas (the rack rule, the rules), the goals' limits; a later pass asks again only
+    # where one of those changed since the last pass began (a change elsewhere leaves its answer as it was)
+    search = search_at("drifted", 12, 1000, 3)  # nothing moved yet
+    reps, brokers = search.replicas, [int(b) for b in search.brokers]
+    # a follower on its partition's lowest broker moves off: its way back is that broker (its home)
+    i = next(i for i, r in enumerate(reps) if min(r) != r[0] and len(r) == 3)
+    home = min(reps[i])
+    there = next(b for b in brokers if b not in reps[i])
+    row = _move(search, i, home, there)
+
+    def asked(since: UndoMark) -> bool:
+        rows = np.array([row])
+        assert home_slots(search, rows).tolist() == [search.slot_of(home)]
+        return bool(undo_module._asked_again(search, since, rows, home_slots(search, rows))[0])
+
+    def apart(*avoid: int) -> int:
+        return next(j for j in range(len(reps)) if j != i and not set(reps[j]) & set(avoid))
+
+    since = _mark(search)
+    assert not asked(since)
+    j = apart(there, home)
+    _move(search, j, reps[j][1], next(b for b in brokers if b not in reps[j] and b not in (there, home)))
+    assert not asked(since)  # elsewhere
+    since = _mark(search)
+    other = next(b for b in reps[i] if b > home and b != there)  # above its home: the way back stays
+    _move(search, i, other, next(b for b in brokers if b not in reps[i] and b not in (there, home, other)))
+    assert asked(since)  # its partition
+    since = _mark(search)
+    k = next(j for j in range(len(reps)) if j != i and home in reps[j] and there not in reps[j])
+    _move(search, k, home, next(b for b in brokers if b not in reps[k] and b != there))
+    assert asked(since)  # its home
+    since = _mark(search)
+    m = apart(there, home)
+    _move(search, m, reps[m][1], there)
+    assert asked(since)  # its broker
+
+
+def test_a_pair_group_a_changed_replica_left_is_asked_again():
+    # brokers a and b, two undos from a to b and one from b to a: a group. A third undo from a to b leaves it
+    # when its partition frees a lower live broker (its way back goes there): neither broker of the group nor
+    # a partition in it changed, but its pairs, the first PAIR_TRIES each way, may be others, so it is asked
+    search = search_at("drifted", 12, 1000, 3)
+    reps = search.replicas
+    b = int(search.brokers[len(search.brokers) // 2])
+    j = next(j for j, r in enumerate(reps) if b in r[1:] and min(r) < b)  # w's partition: a lower live broker
+    a = next(int(x) for x in search.brokers if int(x) not in reps[j])
+    u = next(u for u, r in enumerate(reps) if u != j and b in r and a not in r)
+    o = next(o for o, r in enumerate(reps) if o not in (j, u) and a in r and b not in r)
+    low = min(reps[j])
+    _move(search, j, b, a)
+    _move(search, u, b, a)
+    _move(search, o, a, b)
+    key = (min(search.slot_of(a), search.slot_of(b)), max(search.slot_of(a), search.slot_of(b)))
+    assert [g[0] for g in pair_groups(search)] == [key]
+    since = _mark(search)
+    _move(search, j, low, next(int(x) for x in search.brokers if int(x) not in reps[j] and int(x) not in (a, b)))
+    groups, _ = undo_module._pair_groups(search, since)
+    assert [g[0] for g in groups] == [key]  # asked again: u and o's pair
+    assert {row for row, _ in groups[0][1] + groups[0][2]} == {_row_on(search, u, a), _row_on(search, o, b)}
