@@ -8,7 +8,7 @@ feasibility checks raise the specific error (no brokers, too few brokers);
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -397,9 +397,18 @@ def config_entries_not_in_cluster(
     out += [f"excluded_brokers {b}" for b in sorted(constraints.excluded_brokers) if b not in known]
     for key in ("broker_tags", "broker_taints"):
         out += [f"{key} {b}" for b in sorted(getattr(constraints, key)) if b not in known]
-    out += [
-        f'placement rule {n} (topics "{rule.topics}") matches no topic'
-        for n, rule in enumerate(constraints.placement, start=1)
-        if not any(rule.matches(str(t)) for t in topics)
-    ]
+    for n, rule in enumerate(constraints.placement, start=1):
+        name = f'placement rule {n} (topics "{rule.topics}")'
+        if not any(rule.matches(str(t)) for t in topics):
+            out.append(f"{name} matches no topic")
+        out += [f"{name} leader rack {rack}" for rack in rule.leader_racks if rack not in set(brokers["rack"])]
+        out += _tags_no_broker_has(name, rule.prefer_tags, [constraints.broker_tags.get(b, {}) for b in known])
     return out + missing_rule_refs
+
+
+def _tags_no_broker_has(name: str, wanted: Mapping[str, str], tags: list[Mapping[str, str]]) -> list[str]:
+    """A rule's preferred tags where no broker carries them all (a typo leaves the preference without effect;
+    required tags no broker carries fail the cluster instead)."""
+    if not wanted or any(all(t.get(k) == v for k, v in wanted.items()) for t in tags):
+        return []
+    return [f"{name} prefer_tags {';'.join(f'{k}={v}' for k, v in sorted(wanted.items()))}"]

@@ -212,6 +212,27 @@ def test_entries_naming_what_the_cluster_lacks_are_warned_about():
     ]
 
 
+def test_a_soft_rule_naming_a_leader_rack_or_preferred_tags_no_broker_has_is_warned_about():
+    # soft rules that name what no broker of the cluster has change nothing (a typo, usually): warned, one line
+    # each; what some broker has is not, nor are required tags (none qualifies: the cluster fails) or
+    # tolerations (a rule shared by clusters tolerates taints only some have: conf/policies.toml)
+    brokers, parts = brokers_frame([1, 2, 3], ["a", "b", "c"]), partitions_frame([[1, 2], [1, 3], [2, 1]])
+    ssd_hdd = {"cell": "x", "tier": "hdd"}  # broker 1 is in cell x, but on ssd
+    constraints = Constraints(
+        broker_tags={1: {"cell": "x", "tier": "ssd"}, 2: {"cell": "y"}},
+        placement=(
+            PlacementRule("t0", leader_racks=("a", "az9"), prefer_tags=ssd_hdd, prefer_strength=0.5),
+            PlacementRule("t.*", tolerations=("dedicated=payments",), prefer_tags={"cell": "y"}),
+        ),
+    )
+    result = plan_cluster(brokers, parts, PlanRequest("c", "balanced", constraints))
+    assert result.status in (COMMITTED, SKIPPED), (result.error, result.notes)
+    assert result.warnings == [
+        'placement rule 1 (topics "t0") leader rack az9',
+        'placement rule 1 (topics "t0") prefer_tags cell=x;tier=hdd',
+    ]
+
+
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_no_rules_no_change(strategy):
     # rules that apply to nothing (a pattern no topic matches, no taints) plan exactly as none
