@@ -82,7 +82,9 @@ class AsOf:
         zone); ValueError naming what is wrong."""
         known: dict[str, int] = {}
         for text in versions:
-            name, _, number = text.partition("=")
+            name, equals, number = text.partition("=")
+            if not equals:  # a bare version: which table is the question
+                raise ValueError(f"--as-of-version {text!r}: expected TABLE=N, e.g. moves={text}")
             if name not in TABLES:
                 raise ValueError(f"--as-of-version {text!r}: no table {name!r} (tables: {', '.join(TABLES)})")
             if not number.isdigit():

@@ -86,6 +86,7 @@ def test_a_table_is_read_as_of_a_version_or_a_time(replanned, capsys):
         (["SELEC 1"], "Expected: an SQL statement"),
         (["--engine", "spark", "SELECT nope FROM plans"], "UNRESOLVED_COLUMN"),
         (["--as-of-version", "plan=1", "SELECT 1"], "no table 'plan' (tables: brokers,"),
+        (["--as-of-version", "3", "SELECT 1"], "expected TABLE=N, e.g. moves=3"),
         (["--as-of", "yesterday", "SELECT 1"], "expected an ISO 8601 time"),
         (["--engine", "spark", "--as-of", "2026-11-01", "SELECT 1"], "with --engine datafusion only"),
     ],
