@@ -462,9 +462,11 @@ def repair_placement(
     current = partitions["current"].tolist()
     rf = partitions["rf"].to_numpy(dtype=np.int64).tolist()
     frozen_kept, forced = 0, set()
-    live = replica_matrix(current) if live is None else live
     planned = replica_matrix(rows)
-    todo = _to_repair(planned, live, current, rf, view, placement)
+    todo = placement.breaks(planned)
+    if placement.frozen.any():  # only frozen partitions are judged against the live layout
+        live = replica_matrix(current) if live is None else live
+        todo |= _frozen_to_repair(planned, live, rf, view, placement)
     if todo.any():  # a plan that keeps the rules already (a check, as most calls are) builds nothing more
         usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view, planned)
         ranking = _Ranking(usage, view)
@@ -492,19 +494,15 @@ def repair_placement(
     return frozen_kept, frozenset(forced)
 
 
-def _to_repair(
-    planned: np.ndarray,
-    live: np.ndarray,
-    current: list[list[int]],
-    rf: list[int],
-    view: ClusterView,
-    placement: Placement,
+def _frozen_to_repair(
+    planned: np.ndarray, live: np.ndarray, rf: list[int], view: ClusterView, placement: Placement
 ) -> np.ndarray:
-    """Per partition: does :func:`enforce_placement` change it? Where the plan breaks a rule, and where a frozen
-    partition is planned otherwise than live (its leader too) or its live replicas may not all stay."""
+    """Per partition: is it frozen and does :func:`enforce_placement` change it though it breaks no rule (where
+    it does, it is repaired anyway)? Where it is planned otherwise than live (its leader too), or its live
+    replicas may not all stay."""
     width = max(live.shape[1], planned.shape[1])
     as_live = placement.frozen & row_all(pad_to(planned, width) == pad_to(live, width))
-    todo: np.ndarray = placement.breaks(planned) | (placement.frozen & ~as_live)
+    todo: np.ndarray = placement.frozen & ~as_live
     rows = np.flatnonzero(as_live)
     todo[rows] = ~stays_each(live, rows, np.asarray(rf, dtype=np.int64), placement, view)
     return todo
