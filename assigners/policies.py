@@ -68,6 +68,13 @@ class Placement:
     caps: dict[int, int]  # per eligible broker: the most replicas the rules let it hold (replica_caps)
     preferred: dict[int, frozenset[int]] = field(default_factory=dict)  # per rule with soft prefer_tags
 
+    @cached_property
+    def confines(self) -> bool:
+        """Does a rule keep some replica off an eligible broker or in place (a broker set, a taint, a frozen
+        topic), not only prefer (soft rules alone)?"""
+        eligible = frozenset(self.caps)  # one cap per eligible broker
+        return bool(self.frozen.any()) or any(allowed != eligible for allowed in self.allowed.values())
+
     def allowed_of(self, i: int) -> frozenset[int]:
         return self.allowed[int(self.rule_of[i])]
 

@@ -33,6 +33,7 @@ from assigners.model import (
 )
 from assigners.placement import Usage, may_replace, topic_move_counts
 from assigners.policies import (
+    Placement,
     absorbable,
     capped_shares,
     leader_racks_of,
@@ -274,9 +275,9 @@ class GoalSearch:
         ]
         confined: list[tuple[list[int], float]] = [
             ([], 0.0)
-            if self.placement is None
+            if self.confining is None
             else placement_floor(
-                self.placement,
+                self.confining,
                 np.asarray(r.leader, dtype=float),
                 np.asarray(r.follower, dtype=float),
                 self.rf,
@@ -287,6 +288,12 @@ class GoalSearch:
         ]
         bounds = zip(self.bounds, floors, confined, strict=True)
         return floors, confined, [max(bound, floor, held) for bound, (_, floor, _), (_, held) in bounds]
+
+    @property
+    def confining(self) -> Placement | None:
+        """The placement rules where they keep replicas off brokers or in place, which bounds the loads (soft
+        rules alone do not: the floors are those of a cluster without rules)."""
+        return self.placement if self.placement is not None and self.placement.confines else None
 
     def _start_caches(self, view: ClusterView) -> None:
         """What the search asks over and over, kept until the layout changes under it."""
@@ -599,9 +606,9 @@ class GoalSearch:
         extra_total = 0.0 if extra is None else float(extra.sum())
         held_forced: dict[tuple[int, int], float] = {}  # (held goal, k): its followers the other racks hold
         most = None  # under the placement rules, what each broker may carry at all: a rack's others take the rest
-        if self.placement is not None:
+        if self.confining is not None:
             most = absorbable(
-                self.placement, follower if leader is None else leader, follower, self.live.lists, self.broker_ids
+                self.confining, follower if leader is None else leader, follower, self.live.lists, self.broker_ids
             )
         best = RackFloor([], 0.0)
         # what the followers of any k racks carry, and the smallest n leader amounts: the same for many sets
@@ -650,7 +657,7 @@ class GoalSearch:
         """The sets of racks :meth:`rack_floor` tries: the ``k`` of least capacity, each ``k``; under the
         placement rules (where a rack's brokers may not all take their share), or ``every``, each proper subset
         (with held goals the least capacity is not always the worst: the other racks lead less of them)."""
-        if (self.placement is None and not every) or len(smallest) > RACK_SUBSETS:
+        if (self.confining is None and not every) or len(smallest) > RACK_SUBSETS:
             return [smallest[:k] for k in range(1, len(smallest))]
         return [list(c) for k in range(1, len(smallest)) for c in itertools.combinations(sorted(smallest), k)]
 

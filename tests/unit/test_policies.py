@@ -233,6 +233,35 @@ def test_a_soft_rule_naming_a_leader_rack_or_preferred_tags_no_broker_has_is_war
     ]
 
 
+@pytest.mark.parametrize(
+    "rules, taints, confines",
+    [
+        ((PlacementRule("t.*", prefer_tags={"cell": "a"}, prefer_strength=0.7),), {}, False),
+        ((PlacementRule("t.*", leader_racks=("r1",)),), {}, False),
+        ((PlacementRule("t.*", prefer_tags={"cell": "a"}, prefer_strength=1.0),), {}, True),  # a must
+        ((PlacementRule("t000", require_tags={"cell": "a"}),), {}, True),
+        ((PlacementRule("nothing", require_tags={"cell": "a"}),), {}, False),  # matches no topic
+        ((PlacementRule("t001", frozen=True),), {}, True),
+        ((PlacementRule("t.*", leader_racks=("r1",)),), {6: ("dedicated",)}, True),  # no rule tolerates it
+        ((PlacementRule("t.*", leader_racks=("r1",), tolerations=("dedicated",)),), {6: ("dedicated",)}, False),
+    ],
+)
+def test_only_rules_that_keep_replicas_off_brokers_or_in_place_bound_the_loads(rules, taints, confines):
+    # soft rules (preferred tags below strength 1.0, leader racks) and tolerated taints confine nothing: a
+    # balanced search's floors and reachable bounds are those of the cluster without rules (the hard ones
+    # raise them where they confine load, as the tests above show)
+    from tests.unit.test_balanced import settled_search
+
+    tags = {b: {"cell": "a" if b <= 3 else "b"} for b in range(1, 7)}
+    constraints = Constraints(broker_tags=tags, broker_taints=taints, placement=rules)
+    ruled, plain = settled_search("skewed", 6, 40, 3, constraints), settled_search("skewed", 6, 40, 3)
+    assert ruled.placement is not None and ruled.placement.confines == confines
+    assert (ruled.confining is not None) == confines
+    if not confines:
+        assert ruled.reachable == plain.reachable and ruled.floors == plain.floors
+        assert ruled.placement_floors == plain.placement_floors
+
+
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_no_rules_no_change(strategy):
     # rules that apply to nothing (a pattern no topic matches, no taints) plan exactly as none
