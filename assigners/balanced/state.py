@@ -146,13 +146,15 @@ class _Journal(NamedTuple):
 
 
 class UndoMark(NamedTuple):
-    """Where an undo pass started (:mod:`assigners.balanced.undo`): per broker slot and per partition their
-    versions, and the goals' limits; what changed since is all the next pass needs to ask again."""
+    """Where an undo pass started (:mod:`assigners.balanced.undo`): the broker slots' versions, the step count
+    (:attr:`GoalSearch.changed_at` tells the partitions changed since) and the goals' limits; what changed
+    since is all the next pass needs to ask again. ``pairs``: the moved replica rows then and the two slots
+    of each one's pair group as one key (-1: none)."""
 
     slots: np.ndarray
-    parts: np.ndarray
+    step: int
     limits: list[float]
-    pairs: np.ndarray | None = None  # per replica row, the two slots of its undo's pair group then (-1: none)
+    pairs: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class GoalSearch:
@@ -215,8 +217,7 @@ class GoalSearch:
         # rows per broker slot, sorted; an action deletes and inserts its rows (a broker of a few brokers holds
         # tens of thousands: sorting them again after each action cost more than the search)
         self._rows = [by_slot[ends[b] : ends[b + 1]] for b in range(len(self.brokers))]
-        # per slot, and per partition: bumped whenever its rows change
-        self.version, self.part_version = (np.zeros(n, dtype=np.int64) for n in (len(self.brokers), len(replicas)))
+        self.version = np.zeros(len(self.brokers), dtype=np.int64)  # per slot: bumped whenever its rows change
         self.count = np.bincount(self.slot, minlength=len(self.brokers)).astype(np.int64)
         self.leaders = np.bincount(self.slot[self.lead], minlength=len(self.brokers)).astype(np.int64)
         self.share = [self._shares(self.count.sum(), self.count), self._shares(self.leaders.sum())]
@@ -324,6 +325,7 @@ class GoalSearch:
         self._live_rows_of: dict[int, np.ndarray] = {}  # rows_live_on per slot: the live layout never changes
         self._required_of: dict[int, int] = {}  # see _needs
         self.steps = 0  # steps applied (set_row), for what is kept until the next one
+        self.changed_at = np.zeros(len(self.first_row) - 1, dtype=np.int64)  # per partition: the step last changing it
         self.actions = 0  # actions applied (apply)
         self._journal: _Journal | None = None  # see keep_journal
         self._limits: tuple[int, list[float]] = (-1, [])  # (steps, each goal's limit): see harmless
@@ -940,7 +942,7 @@ class GoalSearch:
             amounts[row] = leader if lead else follower
         self.version[old_slot] += 1
         self.version[slot] += 1
-        self.part_version[i] += 1
+        self.changed_at[i] = self.steps
         self.count[old_slot] -= 1
         self.count[slot] += 1
         self.leaders[old_slot] -= int(self.lead[row])

@@ -38,7 +38,7 @@ def _started(search: GoalSearch, kind: str) -> UndoMark | None:
     search's first pass, or where a goal's limit rose since, as a goal round may raise a later goal's peak)."""
     last = search.undo_marks.get(kind)
     limits = search.goal_limits()
-    search.undo_marks[kind] = UndoMark(search.version.copy(), search.part_version.copy(), list(limits))
+    search.undo_marks[kind] = UndoMark(search.version.copy(), search.steps, list(limits))
     if last is None or any(now > then for now, then in zip(limits, last.limits)):
         return None
     return last
@@ -51,7 +51,7 @@ def _asked_again(search: GoalSearch, since: UndoMark | None, rows: np.ndarray, h
     if since is None:
         return np.ones(len(rows), dtype=bool)
     slots = search.version != since.slots
-    changed: np.ndarray = slots[search.slot[rows]] | (search.part_version != since.parts)[search.part[rows]]
+    changed: np.ndarray = slots[search.slot[rows]] | (search.changed_at[search.part[rows]] > since.step)
     changed |= (homes >= 0) & slots[np.maximum(homes, 0)]
     return changed
 
@@ -60,8 +60,8 @@ def _undo_pairs(search: GoalSearch) -> int:
     """Undos in pairs going opposite ways between two brokers, each undo tried with the first
     :data:`PAIR_TRIES` of the other way; returns how many undone."""
     since = _started(search, "pairs")
-    groups, keys = _pair_groups(search, since)
-    search.undo_marks["pairs"] = search.undo_marks["pairs"]._replace(pairs=keys)
+    groups, pairs = _pair_groups(search, since)
+    search.undo_marks["pairs"] = search.undo_marks["pairs"]._replace(pairs=pairs)
     loads = PairLoads(search, groups)
     racks_keep: dict[int, bool] = {}  # per row, its undo alone keeps the rack rule: until a pair is applied
     undone = 0
@@ -91,9 +91,11 @@ def pair_groups(search: GoalSearch) -> list[Group]:
     return _pair_groups(search, None)[0]
 
 
-def _pair_groups(search: GoalSearch, since: UndoMark | None) -> tuple[list[Group], np.ndarray]:
+def _pair_groups(
+    search: GoalSearch, since: UndoMark | None
+) -> tuple[list[Group], tuple[np.ndarray, np.ndarray]]:
     """:func:`pair_groups`, after ``since`` (a pass's start) only those where a pair may pass that did not
-    then; and per replica row its group's two slots as one key (-1: none), for the next pass.
+    then; and the moved replica rows with their groups' two slots as one key (-1: none), for the next pass.
 
     A group is asked again where one of its brokers changed, or a replica of a changed partition is in it
     or was then (its partner list, the first :data:`PAIR_TRIES`, may hold another pair); else it holds the
@@ -106,17 +108,16 @@ def _pair_groups(search: GoalSearch, since: UndoMark | None) -> tuple[list[Group
     way, reverse_way = there * span + back, back * span + there
     paired = (back >= 0) & np.isin(way, reverse_way[back >= 0])  # only undos with one going the other way
     group_of = np.where(back >= 0, np.minimum(there, back) * span + np.maximum(there, back), -1)
-    keys = np.full(len(search.part), -1, dtype=np.int64)
-    keys[rows] = group_of
     if since is not None and since.pairs is not None:
-        left = since.pairs[(search.part_version != since.parts)[search.part]]  # where changed replicas were
+        then, groups_then = since.pairs
+        left = groups_then[search.changed_at[search.part[then]] > since.step]  # where changed replicas were
         again = group_of[paired & _asked_again(search, since, rows, back)]
         paired &= np.isin(group_of, np.concatenate([again, left[left >= 0]]))
     reverse: dict[tuple[int, int], list[tuple[int, Step]]] = {}  # (slot it is on, slot it goes back to) -> undos
     for row, a, b in zip(rows[paired].tolist(), there[paired].tolist(), back[paired].tolist()):
         reverse.setdefault((a, b), []).append((row, (row, b, bool(search.lead[row]), True)))
     groups = [(key, undos, reverse[key[::-1]][:PAIR_TRIES]) for key, undos in reverse.items() if key < key[::-1]]
-    return [group for group in groups if group[2]], keys
+    return [group for group in groups if group[2]], (rows, group_of)
 
 
 class PairLoads:

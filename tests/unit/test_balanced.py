@@ -1425,7 +1425,7 @@ def test_property_a_later_undo_pass_undoes_what_a_pass_asking_every_moved_replic
 def _mark(search: GoalSearch) -> UndoMark:
     """Where an undo pass would start now, as undo._started marks it, its pair groups included."""
     _, groups = undo_module._pair_groups(search, None)
-    return UndoMark(search.version.copy(), search.part_version.copy(), search.goal_limits(), groups)
+    return UndoMark(search.version.copy(), search.steps, search.goal_limits(), groups)
 
 
 def _row_on(search: GoalSearch, i: int, broker: int) -> int:
