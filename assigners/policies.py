@@ -504,9 +504,8 @@ def repair_placement(
 def _frozen_to_repair(
     planned: np.ndarray, live: np.ndarray, rf: list[int], view: ClusterView, placement: Placement
 ) -> np.ndarray:
-    """Per partition: is it frozen and does :func:`enforce_placement` change it though it breaks no rule (where
-    it does, it is repaired anyway)? Where it is planned otherwise than live (its leader too), or its live
-    replicas may not all stay."""
+    """Per partition: is it a frozen one :func:`enforce_placement` changes, whether or not it breaks a rule?
+    Where it is planned otherwise than live (its leader too), or its live replicas may not all stay."""
     width = max(live.shape[1], planned.shape[1])
     as_live = placement.frozen & row_all(pad_to(planned, width) == pad_to(live, width))
     todo: np.ndarray = placement.frozen & ~as_live

@@ -397,12 +397,13 @@ def config_entries_not_in_cluster(
     out += [f"excluded_brokers {b}" for b in sorted(constraints.excluded_brokers) if b not in known]
     for key in ("broker_tags", "broker_taints"):
         out += [f"{key} {b}" for b in sorted(getattr(constraints, key)) if b not in known]
+    racks, tags = set(brokers["rack"]), [constraints.broker_tags.get(b, {}) for b in sorted(known)]
     for n, rule in enumerate(constraints.placement, start=1):
         name = f'placement rule {n} (topics "{rule.topics}")'
         if not any(rule.matches(str(t)) for t in topics):
             out.append(f"{name} matches no topic")
-        out += [f"{name} leader rack {rack}" for rack in rule.leader_racks if rack not in set(brokers["rack"])]
-        out += _tags_no_broker_has(name, rule.prefer_tags, [constraints.broker_tags.get(b, {}) for b in known])
+        out += [f"{name} leader rack {rack}" for rack in rule.leader_racks if rack not in racks]
+        out += _tags_no_broker_has(name, rule.prefer_tags, tags)
     return out + missing_rule_refs
 
 
