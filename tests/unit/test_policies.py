@@ -32,6 +32,7 @@ from tests.unit.clusters import (
 )
 from tests.unit.oracle import SoftBest, rule_of, soft_goals
 from tests.unit.scenarios import scenario
+from tests.unit.test_balanced import settled_search
 
 # drawn per broker: most carry tier=ssd and no taint, so most drawn rules leave enough brokers to plan
 TAGS = ({"tier": "ssd"}, {"tier": "ssd", "cell": "a"}, {"tier": "ssd", "cell": "a"}, {"tier": "hdd"}, {})
@@ -217,11 +218,11 @@ def test_a_soft_rule_naming_a_leader_rack_or_preferred_tags_no_broker_has_is_war
     # each; what some broker has is not, nor are required tags (none qualifies: the cluster fails) or
     # tolerations (a rule shared by clusters tolerates taints only some have: conf/policies.toml)
     brokers, parts = brokers_frame([1, 2, 3], ["a", "b", "c"]), partitions_frame([[1, 2], [1, 3], [2, 1]])
-    ssd_hdd = {"cell": "x", "tier": "hdd"}  # broker 1 is in cell x, but on ssd
+    cell_x_on_hdd = {"cell": "x", "tier": "hdd"}  # broker 1 is in cell x, but on ssd
     constraints = Constraints(
         broker_tags={1: {"cell": "x", "tier": "ssd"}, 2: {"cell": "y"}},
         placement=(
-            PlacementRule("t0", leader_racks=("a", "az9"), prefer_tags=ssd_hdd, prefer_strength=0.5),
+            PlacementRule("t0", leader_racks=("a", "az9"), prefer_tags=cell_x_on_hdd, prefer_strength=0.5),
             PlacementRule("t.*", tolerations=("dedicated=payments",), prefer_tags={"cell": "y"}),
         ),
     )
@@ -248,10 +249,8 @@ def test_a_soft_rule_naming_a_leader_rack_or_preferred_tags_no_broker_has_is_war
 )
 def test_only_rules_that_keep_replicas_off_brokers_or_in_place_bound_the_loads(rules, taints, confines):
     # soft rules (preferred tags below strength 1.0, leader racks) and tolerated taints confine nothing: a
-    # balanced search's floors and reachable bounds are those of the cluster without rules (the hard ones
-    # raise them where they confine load, as the tests above show)
-    from tests.unit.test_balanced import settled_search
-
+    # balanced search's floors and reachable bounds are those of the cluster without rules (the hard ones may
+    # raise them: Hall's condition over their broker sets, docs/placement.md)
     tags = {b: {"cell": "a" if b <= 3 else "b"} for b in range(1, 7)}
     constraints = Constraints(broker_tags=tags, broker_taints=taints, placement=rules)
     ruled, plain = settled_search("skewed", 6, 40, 3, constraints), settled_search("skewed", 6, 40, 3)
