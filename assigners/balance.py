@@ -22,6 +22,7 @@ from assigners.model import (
     ClusterView,
     argsort_small,
     broker_codes,
+    layout_matrix,
     pad_to,
     positions,
     replica_matrix,
@@ -96,6 +97,7 @@ class _ReplicaIndex:
         # A verdict holds while its receiver has not lost a replica since (``freed`` counts that).
         self.dead: dict[int, dict[int, int]] = {b: {} for b in view.eligible}
         self.freed: dict[int, int] = dict.fromkeys(view.eligible, 0)
+        self.matrix = matrix  # the caller's, kept in step by move (None: none kept)
         if 0 < len(domains) < 63:
             self._bulk_build(replica_matrix(assignment) if matrix is None else matrix)
         else:  # masks beyond int64: one partition at a time
@@ -191,7 +193,10 @@ class _ReplicaIndex:
     def move(self, i: int, old: int, new: int) -> None:
         self._update(i, add=False)
         replicas = self.assignment[i]
-        replicas[replicas.index(old)] = new
+        position = replicas.index(old)
+        replicas[position] = new
+        if self.matrix is not None:
+            self.matrix[i, position] = new
         self._update(i, add=True)
         # What this move can make possible again: partitions of i's brokers changed their rack
         # masks, ``new`` gained a partition, and ``old`` got room back.
@@ -214,6 +219,7 @@ def balance_replica_counts(
     probe: bool = False,
     live_matrix: np.ndarray | None = None,
     placement: Placement | None = None,
+    matrix: np.ndarray | None = None,
 ) -> int:
     """Move replicas from the fullest to the emptiest brokers (per weight) while that evens them out.
 
@@ -230,7 +236,8 @@ def balance_replica_counts(
     the plan placed moves on what it replaced, see :class:`_TopicRule`;
     ``take_first``: which replicas a donor gives first, see :func:`_bulk_count_moves`; ``live_matrix``:
     ``live``'s replica matrix, where the caller has it; ``placement``: the placement rules, kept by every
-    move, their replica caps by the shares).
+    move, their replica caps by the shares; ``matrix``: ``assignment``'s, where the caller has it: every move
+    is made in it too).
     Returns the number of moves made; ``probe``: stop once there are any (would it move anything?).
 
     Notes
@@ -246,7 +253,7 @@ def balance_replica_counts(
     if not _any_improving_pair(usage):
         return 0  # already even: skip building the index (a tenth of a second per 30k partitions)
     topic_of = list(range(n)) if topics is None else topics.tolist()  # None: no same-topic rule
-    matrix = replica_matrix(assignment)
+    matrix = replica_matrix(assignment) if matrix is None else matrix
     span = max(view.eligible) + 1
     rule = _TopicRule(
         topic_of, set() if moved is None else set(moved), assignment, live, matrix, span, live_matrix, placement
@@ -875,10 +882,12 @@ def settle(
     usage = Usage(assignment, sizes, view, matrix)
     evicted = evict_over_capacity(assignment, usage)
     topics = topic_codes(partitions)
-    live = None if since is None else replica_matrix(since)
+    live = None if since is None else layout_matrix(since, partitions)
     moved = None if live is None else topic_moves(live, assignment if evicted else matrix, topics)
     allowed_of = None if placement is None else placement.allowed_of
-    refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved, allowed_of)
+    refilled = refill(assignment, partitions["rf"].to_numpy(), usage, since, topics, moved, allowed_of)
+    if evicted or refilled:
+        matrix = replica_matrix(assignment)  # kept in step from here by the count and the leader balancing
     moved_count = balance_replica_counts(
         assignment,
         view,
@@ -890,12 +899,12 @@ def settle(
         probe=probe,
         live_matrix=live,
         placement=placement,
+        matrix=matrix,
     )
     if probe and moved_count:
         return
-    balance_leaders(
-        assignment, view, frozenset() if placement is None else frozenset(np.flatnonzero(placement.frozen).tolist())
-    )
+    frozen = frozenset() if placement is None else frozenset(np.flatnonzero(placement.frozen).tolist())
+    balance_leaders(assignment, view, frozen, matrix)
 
 
 def settles_as_it_is(
@@ -909,7 +918,10 @@ def settles_as_it_is(
 
 
 def balance_leaders(
-    assignment: list[list[int]], view: ClusterView, frozen: frozenset[int] | set[int] = frozenset()
+    assignment: list[list[int]],
+    view: ClusterView,
+    frozen: frozenset[int] | set[int] = frozenset(),
+    matrix: np.ndarray | None = None,
 ) -> int:
     """Reorder replica lists so leader counts per broker differ by <= 1 where possible.
 
@@ -918,9 +930,10 @@ def balance_leaders(
     the most leaderships, follow "a leads a partition that b replicates"
     edges to a broker with at least two fewer, and shift leadership along the
     path. Partitions in ``frozen`` (pinned leaders) count but never change.
+    ``matrix``: ``assignment``'s, where the caller has it (every change is made in it too).
     Returns the number of leadership changes.
     """
-    matrix = replica_matrix(assignment)  # kept in step with each bulk and flow change
+    matrix = replica_matrix(assignment) if matrix is None else matrix  # kept in step with each bulk and flow change
     led = _led_by_broker(matrix[:, 0], view.eligible)
     changes = _bulk_leader_changes(assignment, led, frozen, matrix)
     changes += _flow_leader_changes(assignment, led, frozen, matrix)
@@ -947,6 +960,7 @@ def balance_leaders(
             old_leader = replicas[0]
             replicas.remove(new_leader)
             replicas.insert(0, new_leader)
+            matrix[i, : len(replicas)] = replicas
             del led[old_leader][i]
             led[new_leader][i] = None
             counts[old_leader] -= 1

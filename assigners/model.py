@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import operator
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -429,7 +431,7 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
     bytes_in = pdf.get("bytes_in", zeros).fillna(0.0).to_numpy(dtype="float64")
     bytes_out = pdf.get("bytes_out", zeros).fillna(0.0).to_numpy(dtype="float64")
     leader_load, follower_load = constraints.load_weights.replica_loads(bytes_in, bytes_out)
-    return pd.DataFrame(
+    prepared = pd.DataFrame(
         {
             "topic": pdf["topic"].astype(str).values,
             "partition": pdf["partition"].astype("int64").values,
@@ -446,6 +448,8 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
             "previous_cores": object_column(_planned_cores(pdf, previous)),
         }
     )
+    _keep_live_matrix(prepared, current_matrix)  # its rows are what "current" lists
+    return prepared
 
 
 def _planned_cores(pdf: pd.DataFrame, previous: list[list[int] | None]) -> list[list[int] | None]:
@@ -647,6 +651,50 @@ def object_column(values: list[Any]) -> np.ndarray:
 
 PAD = -1
 Replicas = list[list[int]] | np.ndarray  # replica lists, or their padded matrix
+
+
+# per partitions frame (by id, while the frame lives): its live layout as a matrix, see live_matrix
+_LIVE_MATRICES: dict[int, tuple[weakref.ref[pd.DataFrame], np.ndarray]] = {}
+
+
+def live_matrix(partitions: pd.DataFrame) -> np.ndarray:
+    """``partitions["current"]`` (the live layout) as a read-only :func:`replica_matrix`, listed once per frame
+    while it lives: a plan reads the live layout as a matrix in a dozen places (the drifted 10k shape: 11 of
+    its 16 listings, ~1.5 ms each, were of the same layout). A frame's ``current`` is never changed in
+    place (a search's own layout goes into a new frame, ``partitions.assign(current=...)``).
+
+    Examples
+    --------
+    >>> p = pd.DataFrame({"current": [[1, 2], [2]]})
+    >>> live_matrix(p).tolist(), live_matrix(p) is live_matrix(p), live_matrix(p).flags.writeable
+    ([[1, 2], [2, -1]], True, False)
+    """
+    held = _LIVE_MATRICES.get(id(partitions))
+    if held is not None and held[0]() is partitions:
+        return held[1]
+    return _keep_live_matrix(partitions, replica_matrix(partitions["current"].tolist()))
+
+
+def layout_matrix(rows: Sequence[Any], partitions: pd.DataFrame) -> np.ndarray:
+    """``rows``' :func:`replica_matrix`: the frame's :func:`live_matrix` where ``rows`` are its live rows (the
+    same row objects: ``partitions["current"].tolist()``, or ``"preferred"``'s where no plan is pending, which
+    lists the live rows; a pointer compare each), else listed (not to be changed in place either way)."""
+    current = partitions["current"]
+    if len(rows) == len(current) and all(map(operator.is_, rows, current)):
+        return live_matrix(partitions)
+    return replica_matrix(rows)
+
+
+def _keep_live_matrix(partitions: pd.DataFrame, matrix: np.ndarray) -> np.ndarray:
+    """``matrix``, made read-only and kept as ``partitions``' :func:`live_matrix` until the frame is gone."""
+    key = id(partitions)
+
+    def forget(_: weakref.ref[pd.DataFrame]) -> None:
+        _LIVE_MATRICES.pop(key, None)
+
+    matrix.flags.writeable = False
+    _LIVE_MATRICES[key] = (weakref.ref(partitions, forget), matrix)
+    return matrix
 
 
 def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:

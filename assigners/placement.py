@@ -143,7 +143,11 @@ def keep_valid(
 
 
 def keep_valid_each(
-    baselines: list[list[int]], rf: Sequence[int], view: ClusterView, even_out: bool = False
+    baselines: list[list[int]],
+    rf: Sequence[int],
+    view: ClusterView,
+    even_out: bool = False,
+    matrix: np.ndarray | None = None,
 ) -> list[list[int]]:
     """:func:`keep_valid` of every partition, without the per-partition call where all replicas may stay.
 
@@ -158,12 +162,12 @@ def keep_valid_each(
     crowded partitions, keeping every leader where it may stay left a third
     of that work undone (10k partitions: 8,001 -> 7,134 moves to even the
     counts; the best choice of the replicas to drop, by maximum flow, is
-    7,134 too).
+    7,134 too). ``matrix``: ``baselines``' replica matrix, where the caller has it.
     """
     n = len(baselines)
     if not n:
         return []
-    matrix = replica_matrix(baselines)
+    matrix = replica_matrix(baselines) if matrix is None else matrix
     want = np.asarray(rf, dtype=np.int64)
     present = matrix != PAD
     eligible_ids = np.fromiter(view.eligible_set, dtype=np.int64, count=len(view.eligible_set))

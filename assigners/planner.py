@@ -30,6 +30,7 @@ from assigners.model import (
     Constraints,
     Strategy,
     assignment_frame,
+    live_matrix,
     prepare_brokers,
     prepare_partitions,
     replica_matrix,
@@ -216,7 +217,7 @@ def _plan(brokers: pd.DataFrame, partitions: pd.DataFrame, request: PlanRequest)
     target = replica_matrix(rows)
     validate_plan(prepared, assignment, view, rules, target, placement)
     del rows, assignment  # the matrix says it all from here: at 1M partitions the lists are ~90 MB of the peak
-    live = replica_matrix(prepared["current"].tolist()) if live is None else live
+    live = live_matrix(prepared) if live is None else live
 
     epochs = _previous_epochs(partitions)
     in_plan = epochs.notna().to_numpy() if request.has_previous_plan else np.zeros(len(prepared), dtype=bool)
@@ -418,7 +419,7 @@ def _placement(
     if placement is None:
         return None, None
     check_placement(placement, prepared, view)
-    return placement, replica_matrix(prepared["current"].tolist())
+    return placement, live_matrix(prepared)
 
 
 def _apply_rules(

@@ -44,6 +44,7 @@ from assigners.model import (
     Constraints,
     PlacementRule,
     distinct_per_row,
+    live_matrix,
     pad_to,
     replica_matrix,
     row_all,
@@ -446,7 +447,7 @@ def enforce_placement(
     allowed broker with the fewest replicas per weight; in place (:func:`repair_placement`). Returns the notes
     (the live replicas moved off, the frozen partitions kept) and the partitions whose change the rules force
     (the move budget never defers them). ``live``: the live layout's replica matrix, where the caller has it."""
-    live = replica_matrix(partitions["current"].tolist()) if live is None else live
+    live = live_matrix(partitions) if live is None else live
     notes = _live_repairs(live, view, placement)
     frozen_kept, forced = repair_placement(rows, partitions, view, placement, live)
     if frozen_kept:
@@ -472,7 +473,7 @@ def repair_placement(
     planned = replica_matrix(rows)
     todo = placement.breaks(planned)
     if placement.frozen.any():  # only frozen partitions are judged against the live layout
-        live = replica_matrix(current) if live is None else live
+        live = live_matrix(partitions) if live is None else live
         todo |= _frozen_to_repair(planned, live, rf, view, placement)
     if todo.any():  # a plan that keeps the rules already (a check, as most calls are) builds nothing more
         usage = Usage(rows, partitions["size_bytes"].to_numpy(dtype=np.int64), view, planned)
@@ -659,7 +660,7 @@ def placement_violations(
     moved = placement.frozen.copy()  # frozen partitions whose replicas changed (a vector compare first)
     stays = np.zeros(len(moved), dtype=bool)  # of those, where the live replicas could all have stayed
     if moved.any():
-        live = replica_matrix(current)
+        live = live_matrix(partitions)
         moved &= ~same_sets(matrix, live)
         stays[moved] = stays_each(live, np.flatnonzero(moved), np.asarray(rf, dtype=np.int64), placement, view)
     for i in np.flatnonzero(placement.breaks(matrix) | moved).tolist():  # the rest keep every rule

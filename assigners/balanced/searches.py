@@ -26,7 +26,7 @@ from assigners.balanced.leaders import anneal_leaders
 from assigners.balanced.state import GoalSearch, Resource
 from assigners.balanced.undo import undo_needless_moves
 from assigners.metrics import minimum_moves
-from assigners.model import ClusterView, Constraints, topic_codes
+from assigners.model import ClusterView, Constraints, layout_matrix, topic_codes
 from assigners.placement import keep_valid_each, topic_moves
 from assigners.policies import Placement, repair_placement, resolve_placement
 
@@ -227,8 +227,9 @@ def _counts_evened(
     replicas = kept
     placement = resolve_placement(options, partitions, view)  # once per start: the rules for every step below
     if replicas is None:
-        preferred = [list(r) for r in partitions["preferred"]]
-        replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True)
+        preferred = partitions["preferred"].tolist()
+        matrix = layout_matrix(preferred, partitions)
+        replicas = keep_valid_each(preferred, partitions["rf"].tolist(), view, even_out=True, matrix=matrix)
         _placed(replicas, partitions, view, placement)
     settle(replicas, partitions, view, since=partitions["current"].tolist(), take_first=order, placement=placement)
     return _placed(replicas, partitions, view, placement)

@@ -25,6 +25,7 @@ from assigners.model import (
     ClusterView,
     Constraints,
     argsort_small,
+    live_matrix,
     positions,
     replica_matrix,
     row_any,
@@ -168,10 +169,12 @@ class GoalSearch:
         resources: list[Resource],
         options: Constraints,
         since: list[list[int]] | None = None,
+        matrix: np.ndarray | None = None,
     ) -> None:
         """``since``: the layout the topic rule counts moves from, when not the live one (``partitions``'
         ``current``): a search that starts from its own plan as if executed still keeps the rule against
-        the layout the plan will be executed on."""
+        the layout the plan will be executed on. ``matrix``: ``replicas``' replica matrix, where the caller
+        has it (read only)."""
         self.replicas, self.view, self.resources, self.options = replicas, view, resources, options
         self.brokers = np.asarray(view.eligible, dtype=np.int64)
         self.weight = np.array([view.weight_of[b] for b in view.eligible], dtype=float)  # per broker slot
@@ -188,7 +191,7 @@ class GoalSearch:
         # the placement rules (assigners.policies): the brokers each partition may use, partitions never moved
         self.placement = resolve_placement(options, partitions, view)
         self.sizes = partitions["size_bytes"].to_numpy(dtype=np.int64)
-        matrix = replica_matrix(replicas)
+        matrix = replica_matrix(replicas) if matrix is None else matrix
         self.usage = Usage(replicas, self.sizes, view, matrix)
         self.bounds = [goal_bound(r, self.rf) for r in resources]
         self.ratios = [options.balanced_ratio(r.name) for r in resources]  # each goal's threshold
@@ -198,7 +201,7 @@ class GoalSearch:
         part, position = np.nonzero(np.isin(matrix, self.brokers))
         self.part, self.slot = part, positions(self.brokers, matrix[part, position])
         self.lead = position == 0
-        live = replica_matrix(self.live.lists)
+        live = live_matrix(partitions)  # what self.live lists
         # rows on a broker that does not hold their partition live (the plan moved them there)
         self.moved_in = ~row_any(live[part] == self.brokers[self.slot][:, None])
         self.live_matrix = live

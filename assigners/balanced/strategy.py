@@ -82,6 +82,8 @@ from assigners.model import (
     Strategy,
     StrategyOption,
     assignment_frame,
+    layout_matrix,
+    live_matrix,
     topic_codes,
 )
 from assigners.placement import Usage, evict_over_capacity, keep_valid_each, refill
@@ -108,11 +110,13 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     view = ClusterView.from_brokers(brokers, constraints)
     topics = partitions["topic"].tolist()
     numbers = partitions["partition"].tolist()
-    preferred = [list(r) for r in partitions["preferred"]]
+    preferred = partitions["preferred"].tolist()
     rf = partitions["rf"].tolist()
     resources = _resources(partitions, brokers, view)
     options = constraints
-    replicas = keep_valid_each(preferred, rf, view, even_out=True)
+    preferred_matrix = layout_matrix(preferred, partitions)
+    replicas = keep_valid_each(preferred, rf, view, even_out=True, matrix=preferred_matrix)
+    preferred = [list(r) for r in preferred]
     placement = resolve_placement(options, partitions, view)
     if placement is not None:  # what the rules forbid goes now (the frozen stay): the layout is not kept as it is
         repair_placement(replicas, partitions, view, placement)
@@ -124,10 +128,11 @@ def assign(brokers: pd.DataFrame, partitions: pd.DataFrame, constraints: Constra
     preferred_met: list[bool] = []
     empty = frozenset[int]()
     if view.eligible and replicas == preferred:  # every replica may stay: judge the layout as it is
-        kept = GoalSearch(preferred, partitions, view, resources, options)
+        kept = GoalSearch(preferred, partitions, view, resources, options, matrix=preferred_matrix)
         preferred_even, preferred_met = _even_by_bands(kept, view), kept.goals_met()
         empty = frozenset(int(b) for b, n in zip(kept.brokers, kept.count) if n == 0)
         del kept  # one search alive at a time: at 1M partitions each holds ~1 GiB
+    del preferred_matrix  # where a pending plan is preferred, its own matrix (the live one is kept per frame)
     soft = placement is not None and bool(placement.preferred or any(rule.leader_racks for rule in placement.rules))
     if all(preferred_met) and (preferred_even := _settles(preferred_even, preferred, partitions, view)):
         return _within_thresholds(preferred, partitions, view, resources, options, soft)
@@ -254,14 +259,16 @@ def _onto_new_brokers(
     if live != partitions["preferred"].tolist():
         return None
     sizes = partitions["size_bytes"].to_numpy()
-    usage = Usage(live, sizes, view)
+    usage = Usage(live, sizes, view, live_matrix(partitions))
     if any(usage.over_capacity(b) for b in view.eligible):
         return None  # replicas must leave a broker over its cap, wherever they can go
     best: Plan | None = None
     for goal, amounts in donation_amounts(resources):
         if best is not None and (all(best[1][1]) or (goal is not None and best[1][1][goal])):
             continue  # a goal's resource alone is tried only while that goal is unmet
-        replicas = donate(live, view, new, amounts, resources[0].capacity, Usage(live, sizes, view))
+        replicas = donate(
+            live, view, new, amounts, resources[0].capacity, Usage(live, sizes, view, live_matrix(partitions))
+        )
         if replicas is None:
             return None
         balance_leaders(replicas, view)

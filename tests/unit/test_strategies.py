@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from collections import Counter
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, balance, plan_cluster
+from assigners import COMMITTED, FAILED, SKIPPED, STRATEGIES, Constraints, PlanRequest, balance, model, plan_cluster
 from assigners.balance import _ReplicaIndex, balance_replica_counts, settle, settles_as_it_is
 from assigners.lpt import polish_load
 from assigners.metrics import minimum_moves
@@ -338,6 +340,61 @@ def test_the_exact_loops_index_starts_from_the_replica_matrix_the_bulk_phase_kep
     placement = resolve_placement(c, prepared, view)
     settle(plan, prepared, view, since=live, take_first=prepared["size_bytes"].to_numpy(), placement=placement)
     assert built and all(built), built
+
+
+@pytest.mark.parametrize(
+    "kind, brokers_n, parts_n, seed",
+    [("drifted", 12, 60, 1), ("racks_633", 10, 200, 1), ("broker_removed", 10, 200, 2), ("skewed", 10, 200, 3)],
+)
+def test_a_matrix_given_to_the_count_and_leader_balancing_follows_every_move(
+    kind, brokers_n, parts_n, seed, monkeypatch
+):
+    # settle hands its matrix on (the count balancing, then the leaders); each move, of the bulk phase and of
+    # the exact loop's index alike, must be made in it too, or the leaders are balanced on a stale layout
+    brokers, parts = scenario(kind, brokers_n, parts_n, seed=seed)
+    prepared_b, prepared = prepare_brokers(brokers, Constraints()), prepare_partitions(parts, Constraints())
+    view = ClusterView.from_brokers(prepared_b, Constraints())
+    plan = keep_valid_each(prepared["current"].tolist(), prepared["rf"].tolist(), view, even_out=True)
+    matrix = replica_matrix(plan)
+    index_moves = []
+    move = _ReplicaIndex.move
+
+    def counted_move(self, i, old, new):  # the real index move, noted
+        index_moves.append(i)
+        move(self, i, old, new)
+
+    monkeypatch.setattr(_ReplicaIndex, "move", counted_move)
+    sizes, topics = prepared["size_bytes"].to_numpy(), topic_codes(prepared)
+    moves = balance_replica_counts(
+        plan, view, sizes, topics, Usage(plan, sizes, view), live=prepared["current"].tolist(), matrix=matrix
+    )
+    assert moves > len(index_moves) > 0  # both the bulk phase and the exact loop moved replicas
+    assert matrix.tolist() == replica_matrix(plan).tolist()
+    assert balance.balance_leaders(plan, view, matrix=matrix) > 0
+    assert matrix.tolist() == replica_matrix(plan).tolist()
+
+
+def test_the_live_layout_is_listed_as_a_matrix_once_per_frame_and_only_for_its_own_rows():
+    _, parts = scenario("drifted", 6, 40, seed=1)
+    prepared = prepare_partitions(parts, Constraints())
+    live = model.live_matrix(prepared)
+    assert live.tolist() == replica_matrix(prepared["current"].tolist()).tolist()
+    assert model.live_matrix(prepared) is live and not live.flags.writeable  # shared, so never changed in place
+    # the frame's own rows (and, with no plan pending, its preferred ones, the same rows) get it; equal copies
+    # and other frames get their own listing
+    assert model.layout_matrix(prepared["current"].tolist(), prepared) is live
+    assert model.layout_matrix(prepared["preferred"].tolist(), prepared) is live
+    copies = [list(r) for r in prepared["current"]]
+    assert model.layout_matrix(copies, prepared) is not live
+    assert model.layout_matrix(copies, prepared).tolist() == live.tolist()
+    other = prepared.assign(current=[r[::-1] for r in copies])  # a search's own layout as if executed
+    assert model.live_matrix(other).tolist() == replica_matrix(other["current"].tolist()).tolist()
+    # kept only while its frame lives
+    key, alive = id(other), weakref.ref(other)
+    assert key in model._LIVE_MATRICES
+    del other
+    gc.collect()
+    assert alive() is None and key not in model._LIVE_MATRICES
 
 
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
