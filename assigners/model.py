@@ -448,7 +448,7 @@ def prepare_partitions(partitions: pd.DataFrame, constraints: Constraints) -> pd
             "previous_cores": object_column(_planned_cores(pdf, previous)),
         }
     )
-    _keep_live_matrix(prepared, current_matrix)  # its rows are what "current" lists
+    frame_derived(prepared, "live matrix", lambda: current_matrix)  # its rows are what "current" lists
     return prepared
 
 
@@ -616,9 +616,11 @@ class ClusterView:
 
 
 def topic_codes(partitions: pd.DataFrame) -> np.ndarray:
-    """An integer per topic (partitions are sorted, so codes follow topic order)."""
-    codes: np.ndarray = pd.factorize(partitions["topic"], sort=True)[0].astype(np.int64)
-    return codes
+    """An integer per topic (partitions are sorted, so codes follow topic order); read-only, coded once per frame
+    (:func:`frame_derived`)."""
+    return frame_derived(
+        partitions, "topic codes", lambda: pd.factorize(partitions["topic"], sort=True)[0].astype(np.int64)
+    )
 
 
 def _cap(value: object) -> float:
@@ -653,15 +655,45 @@ PAD = -1
 Replicas = list[list[int]] | np.ndarray  # replica lists, or their padded matrix
 
 
-# per partitions frame (by id, while the frame lives): its live layout as a matrix, see live_matrix
-_LIVE_MATRICES: dict[int, tuple[weakref.ref[pd.DataFrame], np.ndarray]] = {}
+# per partitions frame (by id, while the frame lives): what is derived from its columns alike, see frame_derived
+_FRAME_DERIVED: dict[int, tuple[weakref.ref[pd.DataFrame], dict[str, np.ndarray]]] = {}
+
+
+def frame_derived(partitions: pd.DataFrame, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+    """``build()``, read-only and kept under ``name`` while the ``partitions`` frame lives: what a plan derives
+    from the prepared frame's columns in many places (:func:`live_matrix`, :func:`topic_codes`; the drifted
+    10k shape listed the live layout 11 times, ~1.5 ms each, and coded the topics 4 times). A frame's columns
+    are never changed in place (a search's own layout goes into a new frame, ``partitions.assign(...)``).
+
+    Examples
+    --------
+    >>> p, built = pd.DataFrame({"x": [1, 2]}), []
+    >>> frame_derived(p, "twice", lambda: built.append(1) or p["x"].to_numpy() * 2).tolist()
+    [2, 4]
+    >>> frame_derived(p, "twice", lambda: built.append(1) or p["x"].to_numpy()) is frame_derived(p, "twice", list)
+    True
+    >>> len(built), frame_derived(p, "twice", list).flags.writeable
+    (1, False)
+    """
+    key = id(partitions)
+    held = _FRAME_DERIVED.get(key)
+    if held is None or held[0]() is not partitions:
+
+        def forget(_: weakref.ref[pd.DataFrame]) -> None:
+            _FRAME_DERIVED.pop(key, None)
+
+        held = _FRAME_DERIVED[key] = (weakref.ref(partitions, forget), {})
+    kept = held[1]
+    if name not in kept:
+        value = build()
+        value.flags.writeable = False
+        kept[name] = value
+    return kept[name]
 
 
 def live_matrix(partitions: pd.DataFrame) -> np.ndarray:
     """``partitions["current"]`` (the live layout) as a read-only :func:`replica_matrix`, listed once per frame
-    while it lives: a plan reads the live layout as a matrix in a dozen places (the drifted 10k shape: 11 of
-    its 16 listings, ~1.5 ms each, were of the same layout). A frame's ``current`` is never changed in
-    place (a search's own layout goes into a new frame, ``partitions.assign(current=...)``).
+    (:func:`frame_derived`).
 
     Examples
     --------
@@ -669,10 +701,7 @@ def live_matrix(partitions: pd.DataFrame) -> np.ndarray:
     >>> live_matrix(p).tolist(), live_matrix(p) is live_matrix(p), live_matrix(p).flags.writeable
     ([[1, 2], [2, -1]], True, False)
     """
-    held = _LIVE_MATRICES.get(id(partitions))
-    if held is not None and held[0]() is partitions:
-        return held[1]
-    return _keep_live_matrix(partitions, replica_matrix(partitions["current"].tolist()))
+    return frame_derived(partitions, "live matrix", lambda: replica_matrix(partitions["current"].tolist()))
 
 
 def layout_matrix(rows: Sequence[Any], partitions: pd.DataFrame) -> np.ndarray:
@@ -683,18 +712,6 @@ def layout_matrix(rows: Sequence[Any], partitions: pd.DataFrame) -> np.ndarray:
     if len(rows) == len(current) and all(map(operator.is_, rows, current)):
         return live_matrix(partitions)
     return replica_matrix(rows)
-
-
-def _keep_live_matrix(partitions: pd.DataFrame, matrix: np.ndarray) -> np.ndarray:
-    """``matrix``, made read-only and kept as ``partitions``' :func:`live_matrix` until the frame is gone."""
-    key = id(partitions)
-
-    def forget(_: weakref.ref[pd.DataFrame]) -> None:
-        _LIVE_MATRICES.pop(key, None)
-
-    matrix.flags.writeable = False
-    _LIVE_MATRICES[key] = (weakref.ref(partitions, forget), matrix)
-    return matrix
 
 
 def replica_matrix(replicas: Sequence[Any], width: int = 0) -> np.ndarray:

@@ -391,10 +391,10 @@ def test_the_live_layout_is_listed_as_a_matrix_once_per_frame_and_only_for_its_o
     assert model.live_matrix(other).tolist() == replica_matrix(other["current"].tolist()).tolist()
     # kept only while its frame lives
     key, alive = id(other), weakref.ref(other)
-    assert key in model._LIVE_MATRICES
+    assert key in model._FRAME_DERIVED
     del other
     gc.collect()
-    assert alive() is None and key not in model._LIVE_MATRICES
+    assert alive() is None and key not in model._FRAME_DERIVED
 
 
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
