@@ -450,8 +450,10 @@ def topic_move_counts(now: np.ndarray, was: np.ndarray, topic: np.ndarray, span:
     """(topic, from, to) of every partition going from ``was`` to ``now`` (replica matrices), counted: each
     broker a partition leaves with each broker it joins, as :func:`topic_moves` names them. ``span``: above
     every broker id the counts will be asked about (the eligible brokers', and these matrices')."""
-    t, a, b = _move_pairs(now, was, topic)
     span = max(span, int(max(was.max(initial=0), now.max(initial=0))) + 1)
+    if now is was:  # the live layout judged as it stands (model.live_matrix is shared): nothing moves
+        return PairCounts(span, {})
+    t, a, b = _move_pairs(now, was, topic)
     keys, counts = np.unique((t * span + a) * span + b, return_counts=True)
     return PairCounts(span, dict(zip(keys.tolist(), counts.tolist())))
 

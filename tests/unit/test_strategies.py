@@ -25,7 +25,7 @@ from assigners.model import (
     replica_matrix,
     topic_codes,
 )
-from assigners.placement import Usage, keep_valid_each
+from assigners.placement import Usage, keep_valid_each, topic_move_counts
 from assigners.policies import resolve_placement
 from tests.unit.clusters import assert_valid, brokers_frame, executed, partitions_frame, random_clusters
 from tests.unit.scenarios import scenario
@@ -395,6 +395,16 @@ def test_the_live_layout_is_listed_as_a_matrix_once_per_frame_and_only_for_its_o
     del other
     gc.collect()
     assert alive() is None and key not in model._FRAME_DERIVED
+
+
+def test_the_topic_rules_move_counts_of_a_layout_against_itself_are_none_and_span_as_listed():
+    # a search judging the live layout as it stands gets the frame's shared live matrix on both sides: counted
+    # at once as nothing, with the span the listing gives (the brokers the counts may be asked about)
+    _, parts = scenario("drifted", 6, 40, seed=1)
+    prepared = prepare_partitions(parts, Constraints())
+    live, topics = model.live_matrix(prepared), topic_codes(prepared)
+    shared, listed = topic_move_counts(live, live, topics, 3), topic_move_counts(live, live.copy(), topics, 3)
+    assert (shared.span, shared.counts) == (listed.span, listed.counts) == (7, {})
 
 
 def test_bulk_count_moves_take_each_donors_replicas_by_the_given_key_lowest_first():
