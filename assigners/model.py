@@ -664,6 +664,8 @@ def frame_derived(partitions: pd.DataFrame, name: str, build: Callable[[], np.nd
     from the prepared frame's columns in many places (:func:`live_matrix`, :func:`topic_codes`; the drifted
     10k shape listed the live layout 11 times, ~1.5 ms each, and coded the topics 4 times). A frame's columns
     are never changed in place (a search's own layout goes into a new frame, ``partitions.assign(...)``).
+    Kept by the frame, not by :meth:`ClusterView.derived`: the planner and the strategy each build their own
+    view of one prepared frame, and a view holds its inputs alive.
 
     Examples
     --------
